@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 #: public name -> the module that defines it (imported on first attribute access)
 _LAZY = {
     "audit": "datacheck.api",
+    "data_config": "datacheck.api",
     "load_config": "datacheck.model.config",
     "Config": "datacheck.model.config",
     "read_report": "datacheck.report.model",
@@ -55,6 +56,7 @@ _LAZY = {
 __all__ = [
     "__version__",
     "audit",
+    "data_config",
     "load_config",
     "read_report",
     "Config",

@@ -22,6 +22,7 @@ from datacheck.checks.registry import (
     check,
     counts_parts,
     derives,
+    fields_parts,
     finding,
     measure,
     sum_parts,
@@ -33,7 +34,7 @@ from datacheck.model.findings import Finding, Skipped
 from datacheck.model.roles import INT64_MAX, INT64_MIN, is_list, seq2seq_layout
 from datacheck.model.stats import LabelCounts
 
-__all__ = ["out_of_range", "unexpected_sentinel", "label_null", "label_stats", "unseen_class", "index_classes", "BOOL_CLASSES", "binary_out_of_range", "shift_mismatch", "SHIFT_MATCH_SHARE"]
+__all__ = ["out_of_range", "unexpected_sentinel", "label_null", "label_stats", "unseen_class", "tag_label_stats", "TAG_LABELS", "index_classes", "BOOL_CLASSES", "binary_out_of_range", "shift_mismatch", "SHIFT_MATCH_SHARE"]
 
 #: the read path's derivations this family reads: the token columns a chat template's rendering
 #: gives (``[tokens] tokenizer``)
@@ -312,7 +313,54 @@ def _label_items(ctx: ShardContext, cid: str) -> Iterable[ShardItem]:
         items += _class_label(ctx, ctx.roles.label)
     if ctx.roles.labels is not None:
         items += _token_labels(ctx, ctx.roles.labels)
+    for col, names in _tag_columns(ctx):
+        items += _tag_column(ctx, col, names)
     return [i for i in items if i.check == cid]
+
+
+def _int_lists(dtype: pl.DataType) -> bool:
+    return isinstance(dtype, pl.List) and dtype.inner.is_integer()
+
+
+def _tag_columns(ctx: ShardContext) -> list[tuple[str, tuple[str, ...]]]:
+    """The token tag columns of the shard bounded by their own names (``[labels] tag_classes``:
+    CoNLL's ``pos_tags``, ``chunk_tags``, ``ner_tags`` as their ``Sequence(ClassLabel)`` declares
+    them), other than the token ``labels`` role, which ``[labels]`` bounds; only integer-list columns
+    (tags held as strings are no tag ids)."""
+    out = []
+    for col in sorted(ctx.cfg.labels.tag_classes or {}):
+        names = ctx.cfg.tag_column_classes(col, ctx.roles.labels)
+        if names is not None and col in ctx.schema and _int_lists(ctx.schema[col]):
+            out.append((col, names))
+    return out
+
+
+def _tag_column(ctx: ShardContext, col: str, names: tuple[str, ...]) -> Iterable[ShardItem]:
+    """``labels.unexpected_sentinel`` and ``labels.out_of_range`` of one token tag column bounded by
+    its own declared tag names (:func:`_tag_columns`): a negative tag other than ``ignore_index``, and a
+    tag id >= ``len(names)`` (a POS head of 47 outputs fed chunk tag 47 asserts on the GPU). The
+    messages name the column and its names' count."""
+    t = ctx.schema[col]
+    ign = ctx.cfg.labels.ignore
+    k = len(names)
+    c = pl.col(col)
+
+    def neg(x: pl.Expr) -> pl.Expr:
+        return (x < 0) & (x != ign) if ign is not None else x < 0
+
+    def high(x: pl.Expr) -> pl.Expr:
+        return (x >= k) & (x != ign) if ign is not None else x >= k
+
+    yield RowCheck(
+        check="labels.unexpected_sentinel", column=col, fails=c.list.eval(neg(pl.element())).list.any().fill_null(False),
+        example=first_bad(col, t, neg), details={"values": _flat_value_counts(c, neg)},
+        message=lambda n, d, col=col: (f"{n} row(s) of {col!r} hold negative tags other than ignore_index {ign}: "
+                                       f"{_fmt_counts(d.get('values'))}"))
+    yield RowCheck(
+        check="labels.out_of_range", column=col, fails=c.list.eval(high(pl.element())).list.any().fill_null(False),
+        example=first_bad(col, t, high), details={"values": _flat_value_counts(c, high)},
+        message=lambda n, d, col=col: (f"{n} row(s) of {col!r} hold tags >= the number of classes {k} ([labels] "
+                                       f"tag_classes.{col}, its tag names): {_fmt_counts(d.get('values'))}"))
 
 
 _NO_LABEL = {"label|labels": "no label column (set [columns] label or labels)"}
@@ -372,6 +420,97 @@ def label_stats(ctx: ShardContext) -> Iterable[Stat]:
                post=lambda v, col=col: {"column": col, "counts": sorted(counts_to_pairs(v), key=lambda p: (p[0] is None, str(type(p[0])), p[0] if p[0] is not None else 0))})
 
 
+#: the shard ``stats`` key of the token tags' exact counts (:func:`tag_label_stats`)
+TAG_LABELS = "tag_labels"
+#: the most distinct tag values counted per column and shard (a tag set is tens of names; CoNLL's
+#: largest, pos_tags, has 47): as many as the class labels' counts keep
+TAG_COUNT_LIMIT = 10_000
+
+
+def _tag_count_columns(ctx: ShardContext) -> list[tuple[str, str]]:
+    """(column, what bounds it) of the token tags whose values :func:`tag_label_stats` counts: the
+    token ``labels`` role of a ``token_classification`` shard when ``[labels]`` gives its tag set
+    (``"labels"``), and every tag column bounded by its own names (``"tag"``, :func:`_tag_columns`)."""
+    out = []
+    col = ctx.roles.labels
+    if (col is not None and ctx.layout == "token_classification" and ctx.token_label_bound[0] is not None
+            and _int_lists(ctx.schema[col])):
+        out.append((col, "labels"))
+    out += [(c, "tag") for c, _ in _tag_columns(ctx)]
+    return out
+
+
+@measure(TAG_LABELS)
+def tag_label_stats(ctx: ShardContext) -> Iterable[Stat]:
+    """The exact counts of the token tag values of the shard (``stats.tag_labels``: column ->
+    ``{"bound": "labels" | "tag", "counts": [[value, count], ...]}``), every tag of every row, nulls
+    and ``ignore_index`` (-100: never a class) left out, for ``labels.unseen_class`` on token tags;
+    none when the shard has no tag column with a known tag set (:func:`_tag_count_columns`)."""
+    cols = _tag_count_columns(ctx)
+    if not cols:
+        return
+    ign = ctx.cfg.labels.ignore
+
+    def counted(col: str) -> pl.Expr:
+        x = pl.col(col).explode()
+        keep = x.is_not_null() if ign is None else (x.is_not_null() & (x != ign))
+        return value_counts(x.filter(keep), limit=TAG_COUNT_LIMIT).alias(col)
+
+    bound = dict(cols)
+    yield Stat(key=TAG_LABELS, expr=pl.struct([counted(c) for c, _ in cols]),
+               merge=fields_parts(**{c: counts_parts(limit=TAG_COUNT_LIMIT) for c, _ in cols}),
+               post=lambda v: {c: {"bound": bound[c], "counts": sorted(counts_to_pairs(vc))}
+                               for c, vc in (v or {}).items() if c in bound})
+
+
+def _tag_unseen(dctx: Any) -> list[Finding]:
+    """``labels.unseen_class`` of the token tags: per tag column counted by :func:`tag_label_stats`
+    (merged over the readable shards), the classes of its tag set that no tag of the dataset carries.
+    The tag set: the column's own names (``[labels] tag_classes``) for a ``"tag"`` column, ``[labels]
+    num_classes`` or ``classes`` for the token ``labels`` role. Only ids in ``[0, k)`` count as seen
+    (``ignore_index`` is never counted; ids outside are ``labels.out_of_range``'s). A column whose
+    every counted tag is negative carries no class (nothing reported)."""
+    lab = dctx.cfg.labels
+    merged: dict[str, dict[Any, int]] = {}
+    bounds: dict[str, str] = {}
+    for s in dctx.readable_shards():
+        for col, st in (s.stats.get(TAG_LABELS) or {}).items():
+            bounds.setdefault(col, st.get("bound", "labels"))
+            acc = merged.setdefault(col, {})
+            for v, n in st.get("counts") or ():
+                acc[v] = acc.get(v, 0) + int(n)
+    out = []
+    for col in sorted(merged):
+        if bounds[col] == "tag":
+            names: list | None = list((lab.tag_classes or {}).get(col) or [])
+            k = len(names or [])
+        elif lab.num_classes is not None:
+            names, k = (list(lab.classes) if lab.classes is not None else None), lab.num_classes
+        elif lab.classes:
+            names, k = list(lab.classes), len(lab.classes)
+        else:
+            continue
+        if not k:
+            continue
+        vals = [v for v in merged[col] if isinstance(v, int) and not isinstance(v, bool)]
+        if not vals or all(v < 0 for v in vals):
+            continue
+        seen = {v for v in vals if 0 <= v < k}
+        n_unseen = k - len(seen)
+        if not n_unseen:
+            continue
+        idx = list(itertools.islice((i for i in range(k) if i not in seen), 1000))
+        unseen = [names[i] if names is not None and i < len(names) and isinstance(names[i], str) else i for i in idx]
+        what = (f"[labels] tag_classes.{col}" if bounds[col] == "tag"
+                else "[labels] " + ("classes" if lab.num_classes is None else "num_classes"))
+        out.append(finding(
+            "labels.unseen_class", column=col, count=n_unseen,
+            message=(f"{n_unseen} of the {k} tag class(es) of {col!r} ({what}) never occur in any row: "
+                     f"{unseen[:20]}{' ...' if n_unseen > 20 else ''}; their output units get no positive examples"),
+            details={"unseen": unseen[:1000]}))
+    return out
+
+
 def _boolean_label(dctx: Any, col: str) -> bool:
     """Whether every readable shard holding the class label column ``col`` stores it as Boolean
     (its label counts are of 0 and 1: :func:`label_stats`), so the classes are known by the dtype."""
@@ -387,7 +526,19 @@ def unseen_class(dctx: Any) -> Iterable[Finding | Skipped]:
     Boolean label (every shard's, e.g. TRL's KTO ``label``) has its two classes by its dtype
     (:data:`BOOL_CLASSES`): no ``num_classes`` is asked for, and the finding names False / True.
     Skipped when every label of the dataset is negative (an unlabeled split, GLUE's -1 test labels:
-    ``labels.unexpected_sentinel`` reports them): no row carries a class to be seen or not."""
+    ``labels.unexpected_sentinel`` reports them): no row carries a class to be seen or not.
+    Token tags (NER/POS tags of a ``token_classification`` dataset) are judged by the same rule per
+    tag column, a tag id for a class (:func:`_tag_unseen`); ``ignore_index`` is never a class."""
+    tags = _tag_unseen(dctx)
+    has_tags = any(s.stats.get(TAG_LABELS) for s in dctx.readable_shards())
+    for item in _class_unseen(dctx):
+        if not (has_tags and isinstance(item, Skipped)):
+            yield item
+    yield from tags
+
+
+def _class_unseen(dctx: Any) -> Iterable[Finding | Skipped]:
+    """``labels.unseen_class`` of the (scalar) class label: :func:`unseen_class`'s rule."""
     lab = dctx.cfg.labels
     counts = LabelCounts.merge(c for c in (LabelCounts.of(s.stats) for s in dctx.readable_shards()) if c is not None)
     merged: dict[Any, int] = dict(counts.counts) if counts is not None else {}

@@ -16,9 +16,12 @@ declares none, a token classification dataset's tags declared as ``Sequence(Clas
 (CoNLL-2003's ``ner_tags``) give the classes instead: they bound the tag ids of a
 ``token_classification`` shard (:func:`_with_declared_tags`).
 
-Read before any shard is (:func:`with_declared_classes`), by ``audit`` (a part too): the parquet
-footer of each parquet shard, the ``dataset_info.json`` of each arrow shard's folder, the card.
-Shards in an object store are not read for it, nor is a card for them.
+Read before any shard is (:func:`with_declared_classes`), by ``audit`` (a part too), ``inspect``,
+``clean``, ``trace`` and ``datacheck.data_config`` (a :class:`datacheck.torch.BatchGuard`'s facts): the parquet footer of each
+parquet shard, the ``dataset_info.json`` of each arrow shard's folder, else (a bare ``.arrow`` file)
+the arrow file's own schema metadata; shards in an object store alike, through fsspec (the footer,
+the ``dataset_info.json`` object beside them); the card of the audited folder or of a folder above it
+(:func:`datacheck.io.cardpath.card_path`). A card of a dataset in an object store is not read.
 """
 from __future__ import annotations
 
@@ -26,20 +29,24 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from datacheck.io.cardpath import card_path
 from datacheck.io.discover import DiscoveredShard, Discovery
 from datacheck.io.hfmeta import (
     INFO_NAME,
+    MAX_FEATURES_BYTES,
     README_NAME,
     class_label_names,
+    features_of_info_json,
     features_of_schema_metadata,
     is_list_feature,
     read_info_features,
     readme_features,
     tag_label_names,
 )
+from datacheck.io.stores import filesystem
 from datacheck.model.config import Config
 from datacheck.model.roles import TAG_NAMES
 
@@ -50,32 +57,81 @@ __all__ = ["declared_features", "with_declared_classes"]
 LABEL_NAMES = ("label", "labels")
 
 
-def declared_features(shard: DiscoveredShard, info_cache: dict[Path, Any] | None = None) -> tuple[Any, str] | None:
+def declared_features(shard: DiscoveredShard, info_cache: dict[Any, Any] | None = None) -> tuple[Any, str] | None:
     """(the ``features`` object ``shard`` declares, where it was read) or None: a parquet shard's
     ``huggingface`` schema metadata (its footer only), an arrow shard's folder's ``dataset_info.json``.
     A shard in an object store, of another format, or whose metadata cannot be read gives None
     (the shard's own checks report an unreadable file)."""
-    if shard.url is not None:
-        return None
-    if shard.format == "parquet":
-        try:
-            meta = pq.read_schema(shard.path).metadata
-        except (OSError, ValueError):  # pyarrow's ArrowInvalid is a ValueError
+    if info_cache is not None:
+        key = ("shard", shard.rel)
+        if key not in info_cache:
+            info_cache[key] = _declared_features(shard, info_cache)
+        return info_cache[key]
+    return _declared_features(shard, None)
+
+
+def _declared_features(shard: DiscoveredShard, info_cache: dict[Any, Any] | None) -> tuple[Any, str] | None:
+    """:func:`declared_features` of one shard, local or in an object store (the same bytes read through
+    fsspec: a parquet footer, a ``dataset_info.json`` object beside an arrow shard, an arrow file's
+    schema); None when nothing is declared or the bytes cannot be read."""
+    try:
+        if shard.format == "parquet":
+            meta = _with_source(shard, lambda f: pq.read_schema(f).metadata)
+            feats = features_of_schema_metadata(meta)
+            return (feats, f"{shard.rel} (its huggingface schema metadata)") if feats is not None else None
+        if shard.format != "arrow":
             return None
-        feats = features_of_schema_metadata(meta)
-        return (feats, f"{shard.rel} (its huggingface schema metadata)") if feats is not None else None
-    if shard.format == "arrow":
-        folder = shard.path.parent
-        if info_cache is not None and folder in info_cache:
-            feats = info_cache[folder]
+        folder: Any = shard.url.rpartition("/")[0] if shard.url is not None else shard.path.parent
+        if info_cache is not None and ("info", folder) in info_cache:
+            feats = info_cache[("info", folder)]
         else:
-            feats = read_info_features(folder)
+            feats = _store_info_features(folder) if shard.url is not None else read_info_features(folder)
             if info_cache is not None:
-                info_cache[folder] = feats
-        rel_folder = shard.rel.rpartition("/")[0]
-        where = f"{rel_folder}/{INFO_NAME}" if rel_folder else INFO_NAME
-        return (feats, where) if feats is not None else None
-    return None
+                info_cache[("info", folder)] = feats
+        if feats is not None:
+            rel_folder = shard.rel.rpartition("/")[0]
+            return feats, (f"{rel_folder}/{INFO_NAME}" if rel_folder else INFO_NAME)
+        # a bare .arrow file (no save_to_disk split around it): datasets writes the features into
+        # every arrow file's schema metadata too (Dataset.from_dict(...)._data, its cache files)
+        feats = features_of_schema_metadata(_with_source(shard, _arrow_schema_metadata))
+        return (feats, f"{shard.rel} (its huggingface schema metadata)") if feats is not None else None
+    except (OSError, ValueError):  # pyarrow's ArrowInvalid is a ValueError; the shard's own read reports it
+        return None
+
+
+def _with_source(shard: DiscoveredShard, read: Any) -> Any:
+    """``read(f)`` on the shard's bytes opened as a binary file: the local file, or the object of a
+    shard in a store through its fsspec filesystem (:func:`datacheck.io.stores.filesystem`)."""
+    if shard.url is None:
+        with open(shard.path, "rb") as f:
+            return read(f)
+    fs, path = filesystem(shard.url)
+    with fs.open(path, "rb") as f:
+        return read(f)
+
+
+def _arrow_schema_metadata(f: Any) -> Any:
+    """The schema metadata of an Arrow IPC file (or, that failing, an IPC stream: ``save_to_disk``'s
+    form) read from the binary file ``f``: the schema message only, no record batch."""
+    try:
+        return pa.ipc.open_file(f).schema.metadata
+    except (OSError, ValueError):
+        f.seek(0)
+        return pa.ipc.open_stream(f).schema.metadata
+
+
+def _store_info_features(folder_url: str) -> Any:
+    """The ``features`` of the ``dataset_info.json`` object in the store folder ``folder_url`` (a
+    ``save_to_disk`` split uploaded as it is), or None: absent, larger than
+    :data:`~datacheck.io.hfmeta.MAX_FEATURES_BYTES`, or not that JSON."""
+    fs, path = filesystem(f"{folder_url}/{INFO_NAME}")
+    try:
+        if fs.size(path) > MAX_FEATURES_BYTES:
+            return None
+        raw = fs.cat_file(path)
+    except (OSError, ValueError):
+        return None
+    return features_of_info_json(raw)
 
 
 def _card(disc: Discovery) -> tuple[list[tuple[str | None, dict[str, Any]]] | None, str]:
@@ -93,6 +149,17 @@ def _card(disc: Discovery) -> tuple[list[tuple[str | None, dict[str, Any]]] | No
 
 
 def with_declared_classes(cfg: Config, disc: Discovery) -> Config:
+    """``cfg`` with the classes the data declares: ``[labels] classes`` from the label column's
+    ``ClassLabel`` (or the token labels' ``Sequence(ClassLabel)``, :func:`_with_label_classes`), and
+    ``[labels] tag_classes`` from every token tag column declared as ``Sequence(ClassLabel)``
+    (:func:`_with_tag_columns`: CoNLL-2003's ``pos_tags``, ``chunk_tags`` and ``ner_tags``, each
+    bounding its own column). The one entry point of the audit, ``inspect``, ``clean``, ``trace``
+    and ``datacheck.data_config`` (the facts of a :class:`datacheck.torch.BatchGuard`)."""
+    info_cache: dict[Any, Any] = {}
+    return _with_tag_columns(_with_label_classes(cfg, disc, info_cache), disc, info_cache)
+
+
+def _with_label_classes(cfg: Config, disc: Discovery, info_cache: dict[Any, Any]) -> Config:
     """``cfg`` with ``[labels] classes`` = the names the shards' ``ClassLabel`` declaration of the
     label column gives (their count the class count), when ``[labels]`` sets neither ``num_classes`` nor
     ``classes`` (:meth:`Config.with_declared_classes`: the config's value wins, a different count is
@@ -105,7 +172,6 @@ def with_declared_classes(cfg: Config, disc: Discovery) -> Config:
     When nothing declares a ``ClassLabel`` for the (scalar) label column, the token tags' declaration
     is taken instead (:func:`_with_declared_tags`); ``cfg`` unchanged when there is none either."""
     columns = (cfg.columns.label,) if cfg.columns.label is not None else LABEL_NAMES
-    info_cache: dict[Path, Any] = {}
     found: dict[str, list[tuple[tuple[str, ...], str]]] = {}
     for shard in disc.shards:
         got = declared_features(shard, info_cache)
@@ -184,7 +250,7 @@ def _declared_tags(cfg: Config, feats: Any) -> tuple[str, tuple[str, ...], str] 
     return (col, tagged[0][1], tagged[0][0]) if len(tagged) == 1 else None
 
 
-def _with_declared_tags(cfg: Config, disc: Discovery, info_cache: dict[Path, Any]) -> Config:
+def _with_declared_tags(cfg: Config, disc: Discovery, info_cache: dict[Any, Any]) -> Config:
     """``cfg`` with ``[labels] classes`` = the tag names a token classification dataset declares for
     its token labels as ``Sequence(ClassLabel(names=[...]))`` (CoNLL-2003's ``ner_tags``), under the
     rules of :func:`with_declared_classes` (the config's value wins; the shards and the card must
@@ -225,4 +291,67 @@ def _with_declared_tags(cfg: Config, disc: Discovery, info_cache: dict[Path, Any
                 f"{list(names[:5])}, {other[2]}: {len(other[1])} {list(other[1][:5])}): no [labels] classes were "
                 "taken from them; set [labels] num_classes (or classes) to the model's tag count")
         return cfg.with_declared_classes(col, None, how, note=note)
-    return cfg.with_declared_classes(col, names, how)
+    return cfg.with_declared_classes(col, names, how, tags=True)
+
+
+def _tag_columns(feats: Any) -> dict[str, tuple[str, ...]]:
+    """Every column of one shard's (or one card config's) features declared as
+    ``Sequence(ClassLabel(names))``: column -> names."""
+    if not isinstance(feats, dict):
+        return {}
+    return {c: n for c in feats if isinstance(c, str) and (n := tag_label_names(feats, c)) is not None}
+
+
+def _with_tag_columns(cfg: Config, disc: Discovery, info_cache: dict[Any, Any]) -> Config:
+    """``cfg`` with ``[labels] tag_classes`` filled with the names of every token tag column the
+    shards (and the card at the audited root) declare as ``Sequence(ClassLabel(names=[...]))``, for
+    the columns the config does not give (:meth:`Config.with_declared_tag_classes`). A CoNLL-2003
+    split declares three: ``pos_tags`` (47 names), ``chunk_tags`` (23), ``ner_tags`` (9); each
+    bounds its own column's ids (``labels.out_of_range``) and names its classes never seen
+    (``labels.unseen_class``), whichever column the token ``labels`` role is. Every declaration of a
+    column must give the same names; when two differ the column is left out and a note says so.
+    With a ``labels`` column beside two or more declared tag columns, which one it was aligned from
+    is unknown: a note says ``[labels] classes`` was not taken."""
+    found: dict[str, list[tuple[tuple[str, ...], str]]] = {}
+
+    def add(decl: dict[str, tuple[str, ...]], where: str) -> None:
+        for col, names in decl.items():
+            seen = found.setdefault(col, [])
+            if not any(n == names for n, _ in seen):
+                seen.append((names, where))
+
+    card = readme_features(disc.root / README_NAME) if disc.url_root is None else None
+    for _, feats in card or []:
+        add(_tag_columns(feats), f"{README_NAME} (its dataset_info features)")
+    for shard in disc.shards:
+        got = declared_features(shard, info_cache)
+        if got is not None:
+            add(_tag_columns(got[0]), got[1])
+    declared: dict[str, tuple[tuple[str, ...], str]] = {}
+    notes: list[str] = []
+    for col, decl in found.items():
+        if len(decl) == 1:
+            declared[col] = decl[0]
+            continue
+        (a, wa), (b, wb) = decl[0], decl[1]
+        notes.append(f"the data declares {col!r} as Sequence(ClassLabel) with different names ({wa}: {len(a)} "
+                     f"{list(a[:5])}, {wb}: {len(b)} {list(b[:5])}): no tag names were taken for it; set "
+                     f"[labels] tag_classes.{col}")
+    if (cfg.labels.classes is None and cfg.labels.num_classes is None and cfg.columns.labels is None
+            and "labels" not in declared and sum(1 for c in TAG_NAMES if c in declared) >= 2
+            and any("labels" in feats for feats in _all_features(disc, info_cache))):
+        notes.append("a 'labels' column beside " + ", ".join(repr(c) for c in TAG_NAMES if c in declared)
+                     + " declared as Sequence(ClassLabel): which one its tags were aligned from is unknown, so "
+                     "'labels' is not bounded by tag names; each tag column is bounded by its own. Set [labels] "
+                     "classes (or num_classes) to the head's tag set to bound 'labels'")
+    return cfg.with_declared_tag_classes(declared, notes)
+
+
+def _all_features(disc: Discovery, info_cache: dict[Any, Any]) -> list[dict[str, Any]]:
+    """The declared features of every shard that has some (cached reads: :func:`declared_features`)."""
+    out = []
+    for shard in disc.shards:
+        got = declared_features(shard, info_cache)
+        if got is not None and isinstance(got[0], dict):
+            out.append(got[0])
+    return out

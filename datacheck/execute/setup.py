@@ -23,7 +23,7 @@ from datacheck.model.errors import ConfigError, UsageError
 
 __all__ = ["MAX_CONFIG_LEVELS", "VCS_MARKERS", "resolve_config_path", "config_and_source", "AuditOptions",
            "with_declared_splits", "check_contract",
-           "FROM_CONFIG", "AuditSetup", "prepare_audit"]
+           "FROM_CONFIG", "AuditSetup", "prepare_audit", "data_config"]
 
 
 def _coerce_config(config: Config | str | Path | dict | None) -> Config:
@@ -190,7 +190,7 @@ def prepare_audit(paths: Iterable[str | Path], cfg: Config, opts: AuditOptions) 
         cache = None
     disc = discover([str(p) for p in paths], cfg.dataset.format, follow_symlinks=opts.follow_symlinks)
     cfg = with_declared_splits(cfg, disc, against=bool(opts.against))
-    declared = with_declared_classes(cfg, disc)
+    declared = with_declared_classes(cfg, disc)  # data_config takes the same steps
     if declared.labels != cfg.labels and cache is not None:  # the filled num_classes is part of the config hash
         cache = ShardCache(opts.cache_dir, declared, trust_mtime=opts.trust_mtime)
     cfg = declared
@@ -200,3 +200,25 @@ def prepare_audit(paths: Iterable[str | Path], cfg: Config, opts: AuditOptions) 
         index_path = resolve_index_path(index_file, disc.root)
         index = read_index(index_path, disc.root)
     return AuditSetup(cfg=cfg, disc=disc, cache=cache, index=index, index_path=index_path)
+
+
+def data_config(paths: str | Path | Iterable[str | Path], config: Config | str | Path | dict | None = None, *,
+                follow_symlinks: bool = False) -> Config:
+    """The config an audit of ``paths`` runs under, with the facts it takes from the data, before any
+    shard is read: ``config`` resolved as :func:`datacheck.audit` resolves it (None: found as the CLI
+    finds it), then the facts of its ``[tokens] tokenizer``, the splits the data declares
+    (:func:`with_declared_splits`) and the classes its Hugging Face features declare (``[labels]
+    classes`` and ``tag_classes``: :func:`datacheck.derive.classlabel.with_declared_classes`), the steps
+    :func:`prepare_audit` takes. Its :meth:`~datacheck.model.config.Config.hash` is the audit report's
+    ``config_hash``. For the training loop: ``BatchGuard(collator, facts=datacheck.data_config("data/train"))``
+    checks each batch against the same classes the audit does.
+
+    Raises:
+        UsageError: a path does not exist or holds no shard; ``config`` is of another type.
+        ConfigError: the config is invalid, or ``[tokens] tokenizer`` does not load.
+    """
+    paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    cfg, _ = config_and_source(config, paths)
+    cfg = with_tokenizer_facts(cfg)
+    disc = discover([str(p) for p in paths], cfg.dataset.format, follow_symlinks=follow_symlinks)
+    return with_declared_classes(with_declared_splits(cfg, disc), disc)

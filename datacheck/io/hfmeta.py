@@ -18,7 +18,7 @@ from datacheck.io.cardpath import CARD_NAME
 from datacheck.io.safejson import MAX_JSON_FILE_BYTES, JsonInputError, loads, read_json_file
 from datacheck.model.errors import UsageError
 
-__all__ = ["STATE_NAME", "DATASET_DICT_NAME", "INFO_NAME", "HfState", "HfDatasetDict", "parse_state", "read_state",
+__all__ = ["STATE_NAME", "DATASET_DICT_NAME", "INFO_NAME", "HfState", "HfDatasetDict", "parse_state", "read_state", "features_of_info_json",
            "hf_data_files", "read_dataset_dict", "class_label_names", "tag_label_names", "is_list_feature",
            "features_of_schema_metadata",
            "read_info_features", "README_NAME", "readme_features"]
@@ -230,6 +230,18 @@ def features_of_schema_metadata(metadata: dict[bytes, bytes] | None) -> Any:
         return None
     info = data.get("info") if isinstance(data, dict) else None
     return info.get("features") if isinstance(info, dict) else None
+
+
+def features_of_info_json(raw: bytes) -> Any:
+    """The ``features`` object of a ``dataset_info.json``'s bytes (one read from an object store), or
+    None when they are not that JSON (bounded loader: nesting, size)."""
+    if len(raw) > MAX_FEATURES_BYTES:
+        return None
+    try:
+        data = loads(raw)
+    except JsonInputError:
+        return None
+    return data.get("features") if isinstance(data, dict) else None
 
 
 def read_info_features(folder: Path) -> Any:

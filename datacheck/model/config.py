@@ -245,6 +245,10 @@ class LabelsSection(_Section):
     num_classes: int | None = Field(default=None, gt=0, le=2**31 - 1, description=(
         "class count; at most 2**31 - 1 (no output layer is wider; the check never enumerates it)"))
     classes: list[Union[int, str]] | None = Field(default=None, max_length=2**31 - 1)
+    tag_classes: dict[str, list[str]] | None = Field(default=None, description=(
+        "token tag column -> its tag names (CoNLL's pos_tags, chunk_tags, ner_tags): each such column's "
+        "ids index its own names (labels.out_of_range, labels.unseen_class name the column); filled from "
+        "the data's Sequence(ClassLabel) declarations"))
     ignore_index: int | Literal[False] | None = Field(default=-100, ge=-(2**63), le=2**63 - 1)
     shifted: bool = Field(default=False, description=(
         "false: the model shifts labels itself (Hugging Face: labels[i] is the label of input_ids[i]); "
@@ -256,6 +260,9 @@ class LabelsSection(_Section):
     def _one_domain(self) -> "LabelsSection":
         if self.classes is not None and len(set(self.classes)) != len(self.classes):
             raise ValueError("classes: values must be distinct")
+        for col, names in (self.tag_classes or {}).items():
+            if not names or len(set(names)) != len(names):
+                raise ValueError(f"tag_classes.{col}: give at least one tag name, each once")
         if self.classes is not None and self.num_classes is not None and self.num_classes != len(self.classes):
             raise ValueError(f"num_classes = {self.num_classes} but classes names {len(self.classes)} class(es); "
                              "give one of them, or make them agree")
@@ -641,6 +648,9 @@ class Config(_Section):
     #: the ``[labels]`` facts :meth:`with_declared_classes` took from the data's declared features, or
     #: the note of a declaration it did not take (None: none). Not a key: a filled value is in ``labels``.
     _from_data: dict[str, Any] | None = PrivateAttr(default=None)
+    #: whether :meth:`with_declared_classes` filled ``[labels] classes`` from token tags (a
+    #: ``Sequence(ClassLabel)``): the data is token classification, its token labels are tag ids
+    _classes_of_tags: bool = PrivateAttr(default=False)
     #: where ``[dataset] schema`` was given when not in the config file: ``"--schema"`` (:meth:`with_schema`)
     _schema_flag: str | None = PrivateAttr(default=None)
     #: what gave ``[splits]`` when the config names none (:meth:`with_data_splits`): one of
@@ -727,12 +737,21 @@ class Config(_Section):
         """The classes the data's own declared features gave (:meth:`with_declared_classes`):
         ``{"column", "num_classes" (the number of names), "names" (the first :data:`LABEL_FACT_NAMES`),
         "source", "filled"}`` (``filled``: taken as ``[labels] classes``) plus ``"note"`` when the config's
-        value was kept against a different declaration or the shards disagree; None when the data
-        declares no ``ClassLabel`` for the label column; the report's ``label_facts``."""
+        value was kept against a different declaration or the shards disagree; ``"tag_classes"`` and
+        ``"tag_notes"`` for the token tag columns declared as ``Sequence(ClassLabel)``
+        (:meth:`with_declared_tag_classes`); None when the data declares no ``ClassLabel``; the report's
+        ``label_facts``."""
         return self._from_data
 
+    @property
+    def classes_of_tags(self) -> bool:
+        """True when ``[labels] classes`` holds the tag names a token tag column declares as
+        ``Sequence(ClassLabel)`` (:meth:`with_declared_classes` with ``tags=True``): the data's token
+        labels are tag ids (token classification)."""
+        return self._classes_of_tags
+
     def with_declared_classes(self, column: str, names: tuple[str, ...] | None, source: str,
-                              note: str | None = None) -> Config:
+                              note: str | None = None, tags: bool = False) -> Config:
         """This config with ``[labels] classes = names`` (so ``len(names)`` classes) when ``[labels]``
         gives neither ``num_classes`` nor ``classes``: the classes a Hugging Face ``ClassLabel(names=[...])``
         declaration of the label ``column`` states (``source``: the shard and the metadata it was read
@@ -744,7 +763,8 @@ class Config(_Section):
         carries a ``note`` naming both numbers (rows past the config's count are still
         ``labels.out_of_range``, declared classes no row has still ``labels.unseen_class``).
         ``names`` None: the shards declared no one set of names; ``note`` says why, nothing is filled.
-        Which fact was filled, or why not, is kept (:attr:`label_facts`)."""
+        Which fact was filled, or why not, is kept (:attr:`label_facts`); ``tags``: the names are a
+        token tag column's (:attr:`classes_of_tags`)."""
         if names is None:
             out = self.model_copy()
             out._from_data = {"column": column, "source": source, "filled": False, "note": note or ""}
@@ -756,6 +776,7 @@ class Config(_Section):
                                  "source": source, "filled": given is None}
         if given is None:
             out = self.model_copy(update={"labels": lab.model_copy(update={"classes": list(names)})})
+            out._classes_of_tags = tags
         else:
             out = self.model_copy()
             if given != k:
@@ -765,6 +786,62 @@ class Config(_Section):
                                  f"labels.out_of_range); make them agree if the model's head has {k} outputs")
         out._from_data = facts
         return out
+
+    def with_declared_tag_classes(self, declared: dict[str, tuple[tuple[str, ...], str]],
+                                  notes: list[str] | None = None) -> Config:
+        """This config with ``[labels] tag_classes[column] = names`` for each token tag column the data
+        declares as ``Sequence(ClassLabel(names=[...]))`` (``declared``: column -> (names, where it was
+        read)) that ``tag_classes`` does not give: CoNLL-2003's ``pos_tags`` (47 names), ``chunk_tags``
+        (23) and ``ner_tags`` (9), each bounding its own column. A column the config gives keeps the
+        config's names (a different count is a note). ``notes``: the declarations not taken (the shards
+        disagree). What was taken is kept in :attr:`label_facts` under ``"tag_classes"`` (column ->
+        ``{"num_classes", "names" (the first :data:`LABEL_FACT_NAMES`), "source", "filled"}``) and
+        ``"tag_notes"``; ``self`` when there is nothing to say."""
+        if not declared and not notes:
+            return self
+        lab = self.labels
+        given = dict(lab.tag_classes or {})
+        tags: dict[str, dict[str, Any]] = {}
+        out_notes = list(notes or [])
+        for col, (names, where) in sorted(declared.items()):
+            mine = given.get(col)
+            tags[col] = {"num_classes": len(names), "names": list(names[:LABEL_FACT_NAMES]), "source": where,
+                         "filled": mine is None}
+            if mine is None:
+                given[col] = list(names)
+            elif len(mine) != len(names):
+                out_notes.append(f"[labels] tag_classes gives {col!r} {len(mine)} name(s) but {where} declares "
+                                 f"{len(names)}: the config's {len(mine)} is used")
+        out = self.model_copy(update={"labels": lab.model_copy(update={"tag_classes": given or None})})
+        facts = dict(self._from_data or {})
+        if tags:
+            facts["tag_classes"] = tags
+        if out_notes:
+            facts["tag_notes"] = out_notes
+        out._from_data = facts
+        return out
+
+    def tag_column_classes(self, column: str, labels_role: str | None) -> tuple[str, ...] | None:
+        """The tag names bounding the token tag ``column`` on its own (``[labels] tag_classes``), or None:
+        not given, or ``column`` is the token ``labels`` role (``labels_role``), which ``[labels]
+        num_classes`` / ``classes`` bound (:meth:`token_label_bound`)."""
+        tc = self.labels.tag_classes
+        if not tc or column == labels_role or column not in tc:
+            return None
+        return tuple(tc[column])
+
+    def class_label_bound(self) -> int | None:
+        """The exclusive bound of class label (scalar) values as integer class indices: ``[labels]
+        num_classes``, else the number of ``classes`` when they are names (Hugging Face ``ClassLabel``:
+        an integer label indexes into them); None when unset or the classes are values (a label must
+        then be one of them). The audit's ``labels.out_of_range`` and :class:`datacheck.torch.BatchGuard`
+        both use it."""
+        lab = self.labels
+        if lab.num_classes is not None:
+            return lab.num_classes
+        if lab.classes and any(isinstance(x, str) for x in lab.classes):
+            return len(lab.classes)
+        return None
 
     def token_label_bound(self, layout: str | None) -> tuple[int | None, str]:
         """(the exclusive bound of token label values, the fact it comes from) for rows of ``layout``:
@@ -838,7 +915,7 @@ class Config(_Section):
         ``[trace]`` is left out: it sets how training logs are judged, not how data is audited; the
         reader limits of ``[dataset]``, ``infer_splits``, ``sample_by``, ``[batch] loader``, ``even_batches``,
         ``split_batches`` and ``[megatron]`` enter only when set to a value other than their default;
-        ``[tokens] padding_side`` only when set; ``[pref]`` only when a key is not at its default."""
+        ``[tokens] padding_side`` and ``[labels] tag_classes`` only when set; ``[pref]`` only when a key is not at its default."""
         doc = self.model_dump(mode="json", by_alias=True, exclude={"trace"})
         for key, default in _OUT_OF_HASH_AT_DEFAULT.items():
             if doc["dataset"].get(key) == default:
@@ -846,6 +923,8 @@ class Config(_Section):
         for key, default in _BATCH_OUT_OF_HASH_AT_DEFAULT.items():  # keys added later: a config that leaves
             if doc["batch"].get(key) == default:                      # them at their default keeps its hash
                 del doc["batch"][key]
+        if doc["labels"].get("tag_classes") is None:  # added later: a config without it keeps its hash
+            del doc["labels"]["tag_classes"]
         if doc["tokens"].get("padding_side") is None:  # unset (recognized per shard): not the same audit as "right"
             del doc["tokens"]["padding_side"]
         if doc.get("megatron") == MegatronSection().model_dump(mode="json", by_alias=True):
@@ -1066,12 +1145,19 @@ def describe_label_facts(facts: dict[str, Any] | None) -> str:
     when the config's value was kept or nothing was taken; ``""`` for None."""
     if not facts:
         return ""
+    tags = facts.get("tag_classes") or {}
+    filled = [f"{c!r} {t.get('num_classes')}" for c, t in tags.items() if t.get("filled")]
+    tag_text = "; ".join(
+        ([f"[labels] tag_classes = the Sequence(ClassLabel) names of {', '.join(filled)}"] if filled else [])
+        + [str(n) for n in facts.get("tag_notes") or ()])
     if facts.get("note"):
-        return str(facts["note"])
-    if not facts.get("filled"):
-        return ""
-    return (f"[labels] classes = the {facts.get('num_classes')} ClassLabel names of {facts.get('column')!r} "
-            f"in {facts.get('source')}")
+        head = str(facts["note"])
+    elif facts.get("filled"):
+        head = (f"[labels] classes = the {facts.get('num_classes')} ClassLabel names of {facts.get('column')!r} "
+                f"in {facts.get('source')}")
+    else:
+        head = ""
+    return "; ".join(t for t in (head, tag_text) if t)
 
 
 def describe_config(source: str | None, config_hash: str | None = None,

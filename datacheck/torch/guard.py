@@ -8,8 +8,11 @@ Wraps a collate function. After collation the batch (a mapping of tensors, e.g. 
   largest binary16 number, IEEE 754), with ``"bf16"`` above 3.3895e38;
 - ``tokens.out_of_vocab``: an ``input_ids`` value outside ``[0, vocab_size)``;
 - ``labels.out_of_range``: a label outside ``[0, vocab_size)`` (token labels, 2-D; with ``[dataset]
-  layout`` or ``schema`` = ``"token_classification"``, NER/POS tags: ``[0, num_classes)``) or
-  ``[0, num_classes)`` (class labels, 1-D) that is not ``ignore_index``;
+  layout`` or ``schema`` = ``"token_classification"``, or facts whose ``classes`` are the names the
+  data's token tags declare, NER/POS tags: ``[0, num_classes)`` or ``[0, len(classes))``) or ``[0, num_classes)`` (class
+  labels, 1-D; ``[0, len(classes))`` when ``classes`` are names, as a ``ClassLabel`` indexes them; one
+  of ``classes`` when they are values) that is not ``ignore_index``; a tensor named as a token tag
+  column of ``[labels] tag_classes`` (CoNLL's ``pos_tags``, ``chunk_tags``) outside ``[0, len(names))``;
 - ``labels.unexpected_sentinel``: a negative label that is not ``ignore_index`` (reported only here);
 - ``mask.non_binary``: an ``attention_mask`` value other than 0 or 1; ``empty.all_padding``: a mask
   row of all zeros;
@@ -18,7 +21,10 @@ Wraps a collate function. After collation the batch (a mapping of tensors, e.g. 
 - ``length.mismatch``: ``input_ids``, ``attention_mask`` and ``labels`` differ in shape.
 
 Facts that are unset (no ``vocab_size``, nor a ``[tokens] tokenizer`` that gives it) leave their check
-out, as the audit does; the tokenizer's facts fill what ``[tokens]`` leaves unset. Every check is
+out, as the audit does; the tokenizer's facts fill what ``[tokens]`` leaves unset. The classes the
+data's Hugging Face features declare come with ``facts=datacheck.data_config("data/train")`` (the
+config the audit of that data runs under: ``[labels] classes`` and ``tag_classes`` filled from its
+``ClassLabel`` / ``Sequence(ClassLabel)`` declarations). Every check is
 a vectorized tensor reduction; the results are combined so the batch costs one host sync.
 
 A failing batch is named by its place in the sampler's order, never by a count local to one process:
@@ -71,8 +77,8 @@ def _facts(facts: Config | Mapping[str, Any] | str | Path | None) -> Config:
     (:func:`datacheck.derive.tokenizer.with_tokenizer_facts`): a guard given only the tokenizer checks
     ``tokens.out_of_vocab`` against its vocabulary instead of leaving the check out."""
     if facts is None:
-        return Config()
-    if isinstance(facts, Config):
+        cfg = Config()
+    elif isinstance(facts, Config):
         cfg = facts
     elif isinstance(facts, Mapping):
         cfg = config_from_dict(dict(facts))
@@ -87,8 +93,9 @@ class BatchGuard:
     Args:
         collate_fn: the collate function to wrap (e.g. a ``DataCollatorForLanguageModeling``); None:
             torch's ``default_collate``.
-        facts: a :class:`~datacheck.model.config.Config`, a ``datacheck.toml`` path, or a dict in its
-            layout (``{"tokens": {"vocab_size": 50257}, "labels": {"ignore_index": -100}}``).
+        facts: a :class:`~datacheck.model.config.Config` (``datacheck.data_config(path)``: with the classes
+            the data declares, as the audit takes them; token tags declared so make 2-D labels tag ids
+            when no layout is named), a ``datacheck.toml`` path, or a dict in its layout (``{"tokens": {"vocab_size": 50257}, "labels": {"ignore_index": -100}}``).
         on_error: ``"raise"`` | ``"warn"`` | ``"skip"``.
         dump_dir: folder for the failing batches (names in the module docstring); None: nothing saved.
         rank: the data-parallel rank (in dump names and messages); None: ``torch.distributed``'s rank
@@ -114,8 +121,11 @@ class BatchGuard:
         self.cfg = _facts(facts)
         given = layout_of(self.cfg.dataset.layout, self.cfg.dataset.schema_)
         #: the rows' layout the facts name (``[dataset] layout``, or a built-in ``[dataset] schema``),
-        #: or None: a batch has no rows to recognize it from; it decides what bounds 2-D labels
-        self.layout: str | None = given.name if given is not None else None
+        #: else ``token_classification`` when the facts' classes are the data's token tag names
+        #: (:attr:`~datacheck.model.config.Config.classes_of_tags`), or None: a batch
+        #: has no rows to recognize it from; it decides what bounds 2-D labels
+        self.layout: str | None = (given.name if given is not None
+                                   else "token_classification" if self.cfg.classes_of_tags else None)
         self.on_error = on_error
         self.dump_dir = Path(dump_dir) if dump_dir is not None else None
         cols = self.cfg.columns
@@ -207,15 +217,26 @@ class BatchGuard:
             add("tokens.out_of_vocab", ((r < 0) | (r >= tok.vocab_size)).any(1))
         if labels is not None and not labels.is_floating_point():
             r = rows(labels)
-            top = self.cfg.token_label_bound(self.layout)[0] if labels.dim() >= 2 else lab.num_classes
+            top = self.cfg.token_label_bound(self.layout)[0] if labels.dim() >= 2 else self.cfg.class_label_bound()
             ignored = (r == ign) if ign is not None else torch.zeros_like(r, dtype=torch.bool)
             add("labels.unexpected_sentinel", ((r < 0) & ~ignored).any(1))
             if top is not None:
-                add("labels.out_of_range", (r >= top).any(1))
+                add("labels.out_of_range", ((r >= top) & ~ignored).any(1))
+            elif labels.dim() == 1 and lab.classes is not None:  # the classes are the label values themselves
+                values = torch.tensor([int(v) for v in lab.classes], device=r.device, dtype=r.dtype)
+                add("labels.out_of_range", (~torch.isin(r, values) & (r >= 0) & ~ignored).any(1))
             if labels.dim() >= 2:
                 sup = (~ignored).sum(1)
                 add("empty.no_supervised_tokens", sup == 0)
                 add("batch.no_supervised_tokens", (sup.sum() == 0).expand(b))
+        for key, tag_names in sorted((lab.tag_classes or {}).items()):  # each token tag column by its own names
+            t = tensors.get(key)
+            if key == self.labels_key or t is None or t.is_floating_point() or t.dim() < 1 or t.shape[0] != b:
+                continue
+            r = rows(t)
+            ignored = (r == ign) if ign is not None else torch.zeros_like(r, dtype=torch.bool)
+            add("labels.unexpected_sentinel", ((r < 0) & ~ignored).any(1))
+            add("labels.out_of_range", ((r >= len(tag_names)) & ~ignored).any(1))
         if mask is not None and not mask.is_floating_point():
             r = rows(mask)
             add("mask.non_binary", ((r != 0) & (r != 1)).any(1))

@@ -32,6 +32,7 @@ import polars as pl
 
 from datacheck.checks.batch import tokens_expr
 from datacheck.checks.registry import RowsKey
+from datacheck.derive.classlabel import with_declared_classes
 from datacheck.derive.read import CheckInput, open_for_checks
 from datacheck.derive.tokenizer import with_tokenizer_facts
 from datacheck.engine.shard import audit_frame
@@ -49,6 +50,7 @@ from datacheck.execute.plan import (
     sample_columns,
     select_split,
 )
+from datacheck.execute.setup import with_declared_splits
 from datacheck.formats.discovery import discover
 from datacheck.formats.registry import hash_shard
 from datacheck.io.discover import DiscoveredShard
@@ -233,9 +235,15 @@ class DatasetIndex:
                 data has splits and none is ``train`` (:func:`datacheck.execute.plan.select_split`);
                 ``[tokens] tokenizer`` cannot be loaded (its facts fill the ``[tokens]`` keys the
                 config leaves unset, as the audit's: :func:`datacheck.derive.tokenizer.with_tokenizer_facts`).
+                The classes the data declares fill ``[labels] classes`` / ``tag_classes`` as the audit's do
+                (:func:`datacheck.derive.classlabel.with_declared_classes`).
         """
         cfg = with_tokenizer_facts(cfg)
         disc = discover(paths, cfg.dataset.format)
+        # the splits and classes the data declares (DatasetDict, ClassLabel, Sequence(ClassLabel) tags), as
+        # the audit takes them (execute/setup.prepare_audit): a step's rows are judged against the same
+        # [labels] classes and tag_classes, and the config's hash is the gate report's config_hash
+        cfg = with_declared_classes(with_declared_splits(cfg, disc), disc)
         chosen, split, where = select_split(disc, cfg, None)
         hashes = {ds.rel: (hash_shard(ds.source, ds.format, bytes_only=True)[0] if ds.url is not None
                            else hash_file(ds.path)[0]) for ds in disc.shards}
@@ -1315,7 +1323,8 @@ def trace_data(res: TraceResult, paths: list[str], cfg: Config, conv: StepConven
     if index is None:
         index = DatasetIndex.build(paths, cfg)
     idents = {st.identity for st in res.logs if st.identity is not None}
-    mismatch, config_warning = compare_identity(idents, index.index_hash(), cfg.hash()) if idents else (None, None)
+    # the config the rows are audited under: the gate's, with the facts it took from the data
+    mismatch, config_warning = compare_identity(idents, index.index_hash(), index.cfg.hash()) if idents else (None, None)
     if mismatch and not allow_data_mismatch:
         raise UsageError(mismatch + "; give the training data, or --allow-data-mismatch to trace anyway")
     warning = "; ".join(w for w in (mismatch, config_warning) if w) or None

@@ -41,8 +41,9 @@ VOLATILE = ("created_at", "datacheck_version")
 TOP_KEYS = {"report_version", "datacheck_version", "created_at", "index_hash", "config_hash", "fail_on", "roles",
             "summary", "shards", "findings", "skipped", "stats", "row_content", "config_path", "ignored"}
 #: Only in the report of one part of a split audit (``audit --num-parts N --part k``); only when
-#: ``[tokens] tokenizer`` filled facts the config left unset.
-TOP_OPTIONAL_KEYS = {"part", "tokenizer_facts"}
+#: ``[tokens] tokenizer`` filled facts the config left unset; only when the data declares classes
+#: (a Hugging Face ClassLabel / Sequence(ClassLabel)).
+TOP_OPTIONAL_KEYS = {"part", "tokenizer_facts", "label_facts"}
 PART_KEYS = {"num_parts", "part", "results_file", "results_digest"}
 SUMMARY_KEYS = {"status", "shards", "rows", "errors", "warnings", "policy_failures"}
 SHARD_KEYS = {"path", "content_hash", "bytes", "rows", "status", "format", "findings", "stats", "columns", "layout",
@@ -133,6 +134,33 @@ def test_part_and_merged_reports_validate(validator, tmp_path):
     assert _errors(validator, doc) == []
 
 
+def test_reports_with_label_facts_validate(validator, tmp_path):
+    """Reports of data whose Hugging Face features declare classes carry label_facts (a ClassLabel
+    label; CoNLL-style tags beside a tokenized 'labels': tag_classes and tag_notes only; shards that
+    disagree: a note): each validates (the key was missing from the schema, so they did not)."""
+    hf = pytest.importorskip("datasets")
+    cls = tmp_path / "cls" / "train.parquet"
+    cls.parent.mkdir()
+    hf.Dataset.from_dict({"text": ["a", "b"], "label": [0, 1]},
+                         features=hf.Features({"text": hf.Value("string"),
+                                               "label": hf.ClassLabel(names=["neg", "pos"])})).to_parquet(str(cls))
+    tags = tmp_path / "tags" / "train.parquet"
+    tags.parent.mkdir()
+    feats = hf.Features({"tokens": hf.List(hf.Value("string")), "ner_tags": hf.List(hf.ClassLabel(names=["O", "B"])),
+                         "pos_tags": hf.List(hf.ClassLabel(names=["NN", "VB", "JJ"])),
+                         "labels": hf.List(hf.Value("int64"))})
+    hf.Dataset.from_dict({"tokens": [["a", "b"]], "ner_tags": [[0, 1]], "pos_tags": [[2, 0]], "labels": [[0, 1]]},
+                         features=feats).to_parquet(str(tags))
+    reports = [datacheck.audit(str(cls.parent)), datacheck.audit(str(tags.parent)),
+               datacheck.audit(str(cls.parent), config={"labels": {"num_classes": 3}})]
+    assert [sorted(r.label_facts) for r in reports] == [
+        ["column", "filled", "names", "num_classes", "source"], ["tag_classes", "tag_notes"],
+        ["column", "filled", "names", "note", "num_classes", "source"]]
+    for rep in reports:
+        errors = sorted(validator.iter_errors(json.loads(rep.to_json())), key=lambda e: list(e.path))
+        assert errors == [], [e.message for e in errors]
+
+
 def test_schema_check_ids_equal_the_catalog(schema):
     ids = sorted(CATALOG)
     if UPDATE and schema["$defs"]["checkId"]["enum"] != ids:
@@ -166,6 +194,8 @@ def test_schema_pins_the_keys(schema):
     pinned = [schema, schema["properties"]["summary"], schema["properties"]["roles"],
               schema["properties"]["row_content"], schema["properties"]["part"],
               schema["properties"]["tokenizer_facts"], schema["properties"]["tokenizer_facts"]["properties"]["facts"],
+              schema["properties"]["label_facts"],
+              schema["properties"]["label_facts"]["properties"]["tag_classes"]["additionalProperties"],
               schema["properties"]["ignored"]["items"], d["shard"], d["shardFinding"], d["datasetFinding"],
               d["example"], d["skipped"], d["role"]]
     assert all(p["additionalProperties"] is False for p in pinned)

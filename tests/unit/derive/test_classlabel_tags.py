@@ -83,15 +83,21 @@ def test_planted_tag_equal_to_len_names_is_out_of_range(tmp_path):
     # the bound is the declared names' count, named as such (no num_classes was set anywhere)
     assert f"hold token labels >= the number of classes {len(names)} (largest {len(names)})" in f.message
     assert "num_classes" not in f.message
-    assert [x.check for x in rep.findings] == ["labels.out_of_range"]
+    # the planted tag was the only I-ORG (4): that class is now never seen
+    planted = pq.read_table(out).column("ner_tags").to_pylist()
+    seen = {t for r in planted for t in r}
+    unseen = [n for i, n in enumerate(names) if i not in seen]
+    assert unseen == ["I-ORG"]
+    assert sorted(x.check for x in rep.findings) == ["labels.out_of_range", "labels.unseen_class"]
+    assert one(rep, "labels.unseen_class", "ner_tags").details["unseen"] == unseen
 
 
 def test_subword_labels_beside_declared_tags(tmp_path):
     """tokenize_and_align_labels kept ner_tags: the new 'labels' (declared as plain int64, -100 on
     special and continuation tokens) is bounded by ner_tags' names. Clean: zero findings; a label
     len(names) in one row: labels.out_of_range on 'labels' naming it."""
-    ids = [[101, 7327, 19164, 2446, 102], [101, 2848, 102], [101, 9371, 102], [101, 1996, 2647, 3222, 102]]
-    labels = [[-100, 3, 0, 0, -100], [-100, 1, -100], [-100, 0, -100], [-100, 0, 3, 4, -100]]
+    ids = [[101, 7327, 19164, 2446, 102], [101, 2848, 13934, 102], [101, 9371, 102], [101, 1996, 2647, 3222, 102]]
+    labels = [[-100, 3, 0, 0, -100], [-100, 1, 2, -100], [-100, 0, -100], [-100, 0, 3, 4, -100]]
     extra = {"input_ids": (ids, hf.List(hf.Value("int64"))), "attention_mask": ([[1] * len(r) for r in ids],
                                                                              hf.List(hf.Value("int8"))),
              "labels": (labels, hf.List(hf.Value("int64")))}
@@ -105,9 +111,9 @@ def test_subword_labels_beside_declared_tags(tmp_path):
     assert rep.label_facts["num_classes"] == len(names) and "'ner_tags'" in rep.label_facts["source"]
     (tmp_path / "bad").mkdir()
     bad = tmp_path / "bad" / "train.parquet"
-    _plant(clean, bad, "labels", 1, 1, len(names))
+    _plant(clean, bad, "labels", 2, 1, len(names))  # an 'O' of many: every class is still seen
     f = one(rep := datacheck.audit(str(bad)), "labels.out_of_range", "labels")
-    assert f.rows == (1,) and [x.check for x in rep.findings] == ["labels.out_of_range"]
+    assert f.rows == (2,) and [x.check for x in rep.findings] == ["labels.out_of_range"]
 
 
 def test_two_declared_tag_columns_beside_labels_take_nothing(tmp_path):
@@ -119,7 +125,11 @@ def test_two_declared_tag_columns_beside_labels_take_nothing(tmp_path):
              "labels": (labels, hf.List(hf.Value("int64")))}
     path = _write(tmp_path / "train.parquet", TAGS, **extra)
     rep = datacheck.audit(str(path))
-    assert rep.label_facts is None
+    assert rep.label_facts is not None and "column" not in rep.label_facts  # no [labels] classes taken
+    assert "which one its tags were aligned from is unknown" in rep.label_facts["tag_notes"][0]
+    # each tag column is bound by its own names instead
+    assert {c: t["num_classes"] for c, t in rep.label_facts["tag_classes"].items()} == {"ner_tags": len(NAMES),
+                                                                                          "pos_tags": len(pos)}
     assert findings(rep, "labels.out_of_range") == []
 
 

@@ -178,6 +178,7 @@ def test_padding_side_unset_is_not_the_same_audit_as_right():
         del doc["batch"][key]
     for key in ("max_member_bytes", "max_record_bytes", "max_file_bytes", "max_row_bytes", "infer_splits", "sample_by"):
         del doc["dataset"][key]
+    del doc["labels"]["tag_classes"]  # added later: out of the hash while unset
     assert right == "sha256:" + hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
@@ -203,6 +204,7 @@ def test_pref_section_mirrors_the_trainers_and_keeps_the_hash_at_its_default():
     for key in ("max_member_bytes", "max_record_bytes", "max_file_bytes", "max_row_bytes", "infer_splits", "sample_by"):
         del doc["dataset"][key]
     del doc["tokens"]["padding_side"]
+    del doc["labels"]["tag_classes"]  # added later: out of the hash while unset
     assert base.hash() == "sha256:" + hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
     assert config_from_dict({"tokens": {"max_seq_len": 1024}, "pref": {"trainer": "trl"}}).hash() == base.hash()
     for pref in ({"trainer": "llamafactory"}, {"max_prompt_length": 512}, {"max_completion_length": 256}):
@@ -211,3 +213,14 @@ def test_pref_section_mirrors_the_trainers_and_keeps_the_hash_at_its_default():
         config_from_dict({"pref": {"trainer": "llamafactory", "max_prompt_length": 512}})
     with pytest.raises(ConfigError):
         config_from_dict({"pref": {"trainer": "axolotl"}})
+
+
+def test_tag_classes_enter_the_hash_only_when_set():
+    """[labels] tag_classes (added later): unset, a config keeps the hash it had; set, the hash
+    changes with the names (they bound the tag columns: another audit)."""
+    base = config_from_dict({})
+    assert "tag_classes" in base.model_dump(mode="json")["labels"]
+    one = config_from_dict({"labels": {"tag_classes": {"pos_tags": ["NN", "VB"]}}})
+    two = config_from_dict({"labels": {"tag_classes": {"pos_tags": ["NN", "VB", "JJ"]}}})
+    assert len({base.hash(), one.hash(), two.hash()}) == 3
+    assert config_from_dict({"labels": {"tag_classes": None}}).hash() == base.hash()

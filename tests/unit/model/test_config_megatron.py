@@ -13,7 +13,7 @@ from datacheck.model.errors import ConfigError
 
 def _hash_without_new_keys(cfg, megatron_keys: tuple[str, ...] | None = None) -> str:
     """config_hash as it was computed before [batch] loader, even_batches, split_batches, [megatron],
-    [dataset] sample_by and [pref] existed; with ``megatron_keys``, [megatron] kept without those (keys added to
+    [dataset] sample_by, [pref] and [labels] tag_classes existed; with ``megatron_keys``, [megatron] kept without those (keys added to
     it later)."""
     doc = cfg.model_dump(mode="json", by_alias=True,
                          exclude={"trace", "pref"} if megatron_keys else {"trace", "megatron", "pref"})
@@ -23,6 +23,8 @@ def _hash_without_new_keys(cfg, megatron_keys: tuple[str, ...] | None = None) ->
         del doc["batch"][key]
     if doc["tokens"]["padding_side"] is None:  # unset is "recognized per shard" (not "right"), its own audit
         del doc["tokens"]["padding_side"]
+    if doc["labels"]["tag_classes"] is None:  # [labels] tag_classes, added later: out of the hash while unset
+        del doc["labels"]["tag_classes"]
     for key, default in {"max_member_bytes": 256 << 20, "max_record_bytes": 512 << 20, "max_file_bytes": 4 << 30,
                          "max_row_bytes": 128 << 20,
                          "infer_splits": True, "sample_by": "line"}.items():
