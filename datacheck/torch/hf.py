@@ -34,7 +34,12 @@ What the callback does:
   micro-batches an epoch that shrank trains after its last update go into the next epoch's first update:
   they are recorded as that step's first micro-batches (the next epoch's ``#state`` line says
   ``"carried": k``; its own micro-batches of the step are numbered k ..; see
-  :mod:`datacheck.io.ledger`). Its line is written when the
+  :mod:`datacheck.io.ledger`). When the training ends with such micro-batches waiting (a shrunk LAST
+  epoch: no next epoch's update takes them; a stop between a step's micro-batches), ``on_train_end``
+  writes an ``#untrained`` line: they were run forward and backward, never part of an update, and the
+  ledger does not count them as trained. Each ``#state`` line records ``trainer_epoch_batches``, the
+  Trainer's ``steps_in_epoch`` (its loader's length when ``train()`` began: the most micro-batches it trains
+  of any epoch), and the sampler's ``dataset_rows``. Its line is written when the
   Trainer has trained it (``on_substep_end`` / ``on_step_end``), so the batches DataLoader workers
   (``dataloader_num_workers``) and accelerate fetched ahead of a stop (``max_steps``, a guard stop,
   an interrupt) are not recorded. The Trainer logs that step's loss at
@@ -159,6 +164,11 @@ class DatacheckCallback(TrainerCallback):  # type: ignore[misc]
                 state.log_history.append({**keys, "step": state.global_step})
         if self.record and train_dataloader is not None:
             self.recorder = self._wrap(train_dataloader, args)
+            if self.recorder is not None:
+                try:  # the Trainer's steps_in_epoch: every epoch trains at most this many micro-batches
+                    self.recorder.trainer_epoch_batches = len(train_dataloader)
+                except TypeError:
+                    pass
             if self.recorder is not None and getattr(args, "ignore_data_skip", False) and state.global_step > 0:
                 # a resume that skips no data: the epoch it resumes is trained again from its first batch,
                 # under the restored global step and on (not under the steps that epoch first had)
@@ -195,6 +205,8 @@ class DatacheckCallback(TrainerCallback):  # type: ignore[misc]
         return control
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kw: Any) -> Any:
+        if self.recorder is not None:  # micro-batches trained since the last update never get one
+            self.recorder.training_ended()
         flush_ledgers()
         if self.save_state and getattr(state, "is_world_process_zero", True):
             out = Path(args.output_dir)

@@ -155,6 +155,9 @@ def _accelerate_state(batch_sampler: Any) -> dict[str, Any] | None:
     if inner is None:
         return st
     st["sampler"] = type(inner).__name__
+    rows = _dataset_rows(inner)
+    if rows is not None:
+        st["dataset_rows"] = rows
     shuffle = getattr(inner, "shuffle", None)
     if isinstance(shuffle, bool):
         st["shuffle"] = shuffle
@@ -170,6 +173,24 @@ def _accelerate_state(batch_sampler: Any) -> dict[str, Any] | None:
         if isinstance(v, int) and not isinstance(v, bool):
             st[key] = v
     return st
+
+
+def _dataset_rows(sampler: Any) -> int | None:
+    """The rows of the dataset a sampler draws from this epoch (``len`` of its ``data_source``: torch's
+    ``RandomSampler``, ``SequentialSampler``, accelerate's ``SeedableRandomSampler``; or of its ``dataset``:
+    ``DistributedSampler``), read when its iteration starts: a dataset whose size changes between epochs is
+    planned with each epoch's own (``order verify``). None when the sampler has neither or the length
+    cannot be taken."""
+    for attr in ("data_source", "dataset"):
+        ds = getattr(sampler, attr, None)
+        if ds is None:
+            continue
+        try:
+            n = len(ds)
+        except (TypeError, ValueError, NotImplementedError, AttributeError):
+            return None
+        return n if isinstance(n, int) and not isinstance(n, bool) and n >= 0 else None
+    return None
 
 
 def _sampler_state(batch_sampler: Any) -> dict[str, Any]:
@@ -188,6 +209,9 @@ def _sampler_state(batch_sampler: Any) -> dict[str, Any]:
             st[k] = v
     if inner is not None:
         st["sampler"] = type(inner).__name__
+        rows = _dataset_rows(inner)
+        if rows is not None:
+            st["dataset_rows"] = rows
         for k in ("num_replicas", "rank", "shuffle", "seed", "epoch", "drop_last", "num_samples", "total_size"):
             v = getattr(inner, k, None)
             if isinstance(v, (int, bool)):
@@ -275,10 +299,14 @@ class RecordingBatchSampler:
         #: counted from its first epoch's length, so an epoch whose length changed does not tell it); a
         #: ``#state`` line of that epoch in the ledger (a resume re-reading it) still decides first
         self.epoch_start: int | None = None
+        #: the micro-batches the training loop trains of each epoch when it says so (the Hugging Face Trainer's
+        #: ``steps_in_epoch``: the length of its loader when ``train()`` began; an epoch that grew past it is
+        #: cut there), recorded on the ``#state`` line as ``trainer_epoch_batches``; None: every batch
+        self.trainer_epoch_batches: int | None = None
         #: ``(step, micro-batches)``: a step whose micro-batches were trained (committed) with no optimizer
         #: update taken after them, once the loop says when it takes its updates (:meth:`step_taken`); None else
         self._open: tuple[int, int] | None = None
-        self._takes = False  # the loop reports its updates (step_taken)
+        self._takes = hold  # the loop reports its updates (step_taken; the Hugging Face callback, which holds)
         #: ``(step, micro-batches)`` carried into this iteration's first step from the iteration before (the
         #: Hugging Face Trainer does not zero the gradients between epochs: the micro-batches an epoch that
         #: shrank trains after its last update go into the next epoch's first update); None: no carry
@@ -422,6 +450,23 @@ class RecordingBatchSampler:
         if dropped:
             self._committed = (step + 1, 0)
             self._write_end()
+
+    def training_ended(self) -> None:
+        """The training loop ended: the micro-batches it trained with no optimizer update after them (recorded
+        at the step they wait in; the Hugging Face Trainer's shrunk last epoch, whose micro-batches after its
+        last update wait for a next epoch's first update that never comes, or a stop between a step's
+        micro-batches) were never part of an update: an ``#untrained`` line says so (``step``, ``rank`` and
+        ``micro_batches``, the step's micro-batches recorded before it), and the ledger reads them as not
+        trained (:attr:`datacheck.io.ledger.Ledger.untrained`). Nothing is written when every trained
+        micro-batch went into an update, or when the loop never reports its updates (:meth:`step_taken`)."""
+        open_, self._open = self._open, None
+        self._carry = None
+        if open_ is None or not self._takes:
+            return
+        self.flush()
+        rec = {"step": open_[0], "rank": self.rank, "micro_batches": open_[1]}
+        _write_lines(self.path, ["#untrained\t" + json.dumps(rec, sort_keys=True) + "\n"], self._pid)
+        self._mark = self._size()
 
     def set_epoch(self, epoch: int) -> None:
         """Forward ``set_epoch`` to the inner sampler (trainers call it on the loader's sampler)."""
@@ -587,6 +632,8 @@ class RecordingBatchSampler:
         state = {"epoch": epoch, "start_step": self.next_step, "rank": self.rank, "grad_accum": self.grad_accum,
                  "batches": batches, **_sampler_state(self.inner),
                  **({"epoch_steps": "own"} if self.epoch_aligned else {}),
+                 **({"trainer_epoch_batches": self.trainer_epoch_batches}
+                    if self.trainer_epoch_batches is not None else {}),
                  **({"carried": self._carry[1]} if self._carry is not None else {})}
         self.flush()
         new = self._size() <= 0  # no ledger yet (another recorder on the folder may have started it since)
