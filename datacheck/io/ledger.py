@@ -19,7 +19,8 @@ observed, also for a sampler without a length), the most any rank got (``epoch_b
 ``even_batches=False`` gives some processes fewer) and ``next_step``, where the next epoch starts.
 Records of steps at or after a ``#state`` line's ``start_step`` that were written before it are
 superseded (a run resumed from an earlier checkpoint re-records those steps), and so are the ``#state``
-lines (and their ``#end`` lines) written before it with a later ``start_step``, except the last
+lines (and their ``#end`` lines) written before it with a later ``start_step`` (or the same one, when it
+carries nothing), except the last
 ``carried`` records of ``start_step`` when the ``#state`` line has ``"carried": k`` (k > 0): the Hugging
 Face Trainer does not zero the gradients between epochs, so the micro-batches an epoch that shrank trains
 after its last update (written at the step the next epoch starts at, before its ``#state`` line) go into
@@ -525,8 +526,10 @@ def _read_rank(path: Path, rank: int, led: Ledger, keep: set[int] | None = None)
                         counts[start] = carried
                         if kept:
                             per[start] = kept
-                    # and the #state lines of what they replace (a later epoch an earlier run began)
-                    states = [x for x in states if not (isinstance(x.get("start_step"), int) and x["start_step"] > start)]
+                    # and the #state lines of what they replace (a later epoch an earlier run began; one begun at
+                    # this very step, unless this line carries that iteration's micro-batches into its step)
+                    states = [x for x in states if not (isinstance(x.get("start_step"), int) and (
+                        x["start_step"] > start or (x["start_step"] == start and not carried)))]
                 states.append(st)
             elif line.startswith("#end\t"):
                 ends.append((states[-1] if states else None, _state(line.split("\t", 1)[1], path, lineno)))

@@ -687,10 +687,12 @@ def _rank_segments(led: Ledger, r: int, first: int) -> list[dict[str, Any]]:
     """Rank ``r``'s segments (its ``#state`` lines with a ``start_step``, file order), each a dict: ``start``,
     ``state``, ``mbs`` (its micro-batches' int64 arrays: those recorded at or after its start and before the
     next one's, less the first ``carried`` of its start step, which are the segment's before), ``ran_out``
-    (its iteration yielded ``batches`` micro-batches: recorded, or run with no update after them,
-    ``#untrained``) and ``epoch``, the plan epoch it trains (see :func:`_visit_epochs`)."""
+    (its iteration yielded ``batches`` micro-batches: recorded, run with no update after them
+    (``#untrained``), or skipped by a resumed Trainer (``skipped``)) and ``epoch``, the plan epoch it trains (see :func:`_visit_epochs`)."""
     segs = [st for st in led.states.get(r) or [] if _int(st.get("start_step")) is not None]
-    out: list[dict[str, Any]] = [{"start": st["start_step"], "state": st, "mbs": [], "n": 0} for st in segs]
+    # a resumed Trainer's iteration skipped its first ``skipped`` micro-batches (yielded, not trained)
+    out: list[dict[str, Any]] = [{"start": st["start_step"], "state": st, "mbs": [], "n": _int(st.get("skipped")) or 0}
+                                 for st in segs]
 
     def seg_of(s: int) -> int | None:
         return next((k for k in range(len(segs) - 1, -1, -1) if segs[k]["start_step"] <= s), None)

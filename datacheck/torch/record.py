@@ -294,6 +294,11 @@ class RecordingBatchSampler:
         #: Hugging Face Trainer resumed with ``ignore_data_skip`` trains its epoch again from the start at
         #: the restored global step); None: from the ledger (:meth:`_aligned_start`)
         self.first_step: int | None = None
+        #: under ``epoch_aligned``, with ``first_step``: how many of the first iteration's batches the training
+        #: loop skips, never training them (the resumed Hugging Face Trainer's ``steps_trained_in_current_epoch``:
+        #: ``(global_step % num_update_steps_per_epoch) x grad_accum``, accelerate's ``skip_first_batches``
+        #: around this sampler); they are not recorded, the first trained one is step ``first_step``'s first
+        self.first_skip = 0
         #: under ``epoch_aligned``, the step the run's next epoch starts at when the run says so (the Hugging
         #: Face Trainer's ``global_step`` at ``on_epoch_begin``: it takes a fixed number of steps an epoch,
         #: counted from its first epoch's length, so an epoch whose length changed does not tell it); a
@@ -617,8 +622,10 @@ class RecordingBatchSampler:
         replay = ([r for r in self._trained_prefix(led, epoch) if r[1] < self.next_step]  # those before the resume
                   if first and not self.epoch_aligned else [])
         skipped = _accelerate_chain(self.inner)[2] or 0  # skip_first_batches: the epoch's batches before ours
+        skip_first = 0
         if self.epoch_aligned and first and self.first_step is not None:
             self.next_step, self.next_micro = self.first_step, 0
+            skip_first = self.first_skip
         elif self.epoch_aligned:
             self.next_step, self.next_micro = self._aligned_start(led, epoch, batches), 0
         # the micro-batches the iteration before trained at this epoch's first step with no update after them
@@ -634,7 +641,8 @@ class RecordingBatchSampler:
                  **({"epoch_steps": "own"} if self.epoch_aligned else {}),
                  **({"trainer_epoch_batches": self.trainer_epoch_batches}
                     if self.trainer_epoch_batches is not None else {}),
-                 **({"carried": self._carry[1]} if self._carry is not None else {})}
+                 **({"carried": self._carry[1]} if self._carry is not None else {}),
+                 **({"skipped": skip_first} if skip_first else {})}
         self.flush()
         new = self._size() <= 0  # no ledger yet (another recorder on the folder may have started it since)
         with open_append(self.path) as f:
@@ -649,6 +657,12 @@ class RecordingBatchSampler:
                 idx = [int(i) for i in batch]
                 seen = pos + 1
                 at = pos + skipped  # the batch's position in the epoch
+                if pos < skip_first:  # skipped by the loop (a resumed Trainer): never trained, not recorded
+                    tag = BatchTag(self.rank, epoch, self.next_step - 1, pos, at)
+                    if deferred:
+                        self._issued.append((None, tag))
+                    yield TaggedBatch(idx, tag)
+                    continue
                 if replaying and at < len(replay) and tuple(idx) == replay[at][0]:
                     tag = BatchTag(self.rank, epoch, replay[at][1], replay[at][2], at)
                     if not self.resume_skips:  # recorded as trained again: say how to record a skipping loop
