@@ -307,6 +307,17 @@ def _epoch_sizes(led: Ledger, plans: _Plans,
                              f"{plans.n_rows} rows gives {planned}, and the ledger records no dataset size for it (a "
                              "dataset whose size changed, recorded by an older datacheck): its rows and steps are "
                              "not judged; record with this datacheck's record_batches / DatacheckCallback")
+    # a resume that iterated another dataset size than its epoch began with (accelerate's DataLoaderShard.set_epoch
+    # does not call a dataset's set_epoch on the loader skip_first_batches builds): its rows are not the epoch's
+    for r in led.ranks:
+        segs = _rank_segments(led, r, 0)
+        for sg in segs:
+            n = _int(sg["state"].get("dataset_rows"))
+            e = sg["epoch"]
+            if n is not None and e in sizes and e not in unknown and n != sizes[e]:
+                notes.append(f"rank {r}: the iteration that began at step {sg['start']} trained epoch {e} over a "
+                             f"dataset of {n} rows, where the epoch began with {sizes[e]}: its rows are not the "
+                             "epoch's (judged against the epoch's plan)")
     return sizes, unknown, notes
 
 

@@ -50,17 +50,20 @@ B, GA, SEED = 4, 2, 11
 GOOD, BAD = (20, 12, 20), (20, 12, 12, 20)
 
 
-def _batches(lengths: tuple[int, ...], epoch: int) -> list[list[int]]:
-    order = torch.randperm(lengths[epoch], generator=torch.Generator().manual_seed(SEED + epoch)).tolist()
+def _batches(lengths: tuple[int, ...], epoch: int, size: int | None = None) -> list[list[int]]:
+    n = lengths[epoch] if size is None else size
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(SEED + epoch)).tolist()
     return [order[i:i + B] for i in range(0, len(order), B)]
 
 
-def _simulate(lengths: tuple[int, ...], resume_at: int = 0) -> list[tuple[int, int, list[int]]]:
+def _simulate(lengths: tuple[int, ...], resume_at: int = 0, *,
+              resumed_size: int | None = None) -> list[tuple[int, int, list[int]]]:
     """(global_step while trained, epoch, rows) of every micro-batch the Trainer trains in one ``train()``
     from ``global_step`` ``resume_at``: ``steps_in_epoch`` F = the first size's micro-batches, 3 updates an
     epoch (the last on F % GA); it resumes epoch ``resume_at // 3`` after ``(resume_at % 3) x GA`` micro-batches;
     an update is taken after micro-batch ``k`` of an epoch when ``(k + 1) % GA == 0`` or ``k + 1 == F``
-    (a micro-batch with none after it in its epoch goes into the next update taken)."""
+    (a micro-batch with none after it in its epoch goes into the next update taken). ``resumed_size``: the
+    rows the resumed epoch's dataset holds (else its own size)."""
     first = len(_batches(lengths, 0))
     per_epoch = math.ceil(first / GA)
     sizes = [GA] * (per_epoch - 1) + [first % GA or GA]
@@ -68,7 +71,7 @@ def _simulate(lengths: tuple[int, ...], resume_at: int = 0) -> list[tuple[int, i
     out, g = [], resume_at
     for e in range(resume_at // per_epoch, len(lengths)):
         k = skip if e == resume_at // per_epoch else 0
-        mbs = _batches(lengths, e)
+        mbs = _batches(lengths, e, resumed_size if resume_at and e == resume_at // per_epoch else None)
         for size in sizes[k // GA:]:
             take = mbs[k:k + size]
             for rows in take:
@@ -86,7 +89,7 @@ def _ledger_want(lengths: tuple[int, ...], resume_at: int) -> list[tuple[int, in
     return [x for x in _simulate(lengths) if x[0] < resume_at] + _simulate(lengths, resume_at)
 
 
-def _run(root, lengths, resume_at):
+def _run(root, lengths, resume_at, via_set_epoch=False):
     n = max(lengths)
     x = torch.randn(n, 2, generator=torch.Generator().manual_seed(3))
     y = (x.sum(1) > 0).long()
@@ -102,7 +105,11 @@ def _run(root, lengths, resume_at):
         def __getitem__(self, i):
             return {"x": x[i], "labels": y[i], "idx": torch.tensor(i)}
 
-    data = Rows()
+    class Sized(Rows):
+        def set_epoch(self, epoch):  # accelerate's DataLoaderShard.set_epoch calls it (not on a skipping loader)
+            self.n = lengths[epoch]
+
+    data = Sized() if via_set_epoch else Rows()
 
     class Resize(transformers.TrainerCallback):
         """Each epoch's size, by the epoch the Trainer trains: it resumes epoch global_step // 3 (its
@@ -136,7 +143,7 @@ def _run(root, lengths, resume_at):
                                               logging_steps=1, seed=SEED, report_to=[], save_strategy="epoch",
                                               disable_tqdm=True, remove_unused_columns=False)
         data.n = lengths[0]  # a new process's dataset: its first size when train() begins
-        t = transformers.Trainer(model=Model(), args=args, train_dataset=data, callbacks=[Resize(), DatacheckCallback()])
+        t = transformers.Trainer(model=Model(), args=args, train_dataset=data, callbacks=([] if via_set_epoch else [Resize()]) + [DatacheckCallback()])
         held.append(t)
         return t
 
@@ -214,3 +221,37 @@ def test_order_verify_finds_the_rows_a_resume_trained_twice(bad):
     assert res["never_seen"]["count"] == 0
     # step 5 (epoch 2's in-epoch step 1 in the ledger) trained the rows of the epoch's step 0 again
     assert res["first_divergent_step"] == 5 and res["divergence"]["order"] == "restart_of_epoch"
+
+
+@pytest.fixture(scope="module")
+def quirk(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hf_resume_set_epoch")
+    return root, _run(root, GOOD, 4, via_set_epoch=True)
+
+
+def test_a_resumed_epoch_over_the_wrong_dataset_size_is_found(quirk):
+    """The dataset resizes itself in ``set_epoch``: accelerate's ``DataLoaderShard.set_epoch`` calls it only when
+    the batch sampler holds no sampler with ``set_epoch`` two levels down, which the ``SkipBatchSampler`` of the
+    resumed loader does: the resumed epoch 1 iterates the dataset's first size (20 rows, ``randperm(20)``
+    seeded ``SEED + 1``) and trains its micro-batches 2..4. The ledger records those rows (and the 20 rows its
+    ``#state`` line saw); ``order verify`` finds epoch 1's rows trained twice and never, and the step where the
+    order left the plan, with a note naming the size."""
+    root, (first, resumed) = quirk
+    assert first == [[g, rows] for g, _e, rows in _simulate(GOOD)]
+    want = _simulate(GOOD, 4, resumed_size=GOOD[0])
+    assert resumed == [[g, rows] for g, _e, rows in want]
+    assert _recorded(root) == sorted([x for x in _simulate(GOOD) if x[0] < 4] + want)
+    visits: dict[int, int] = {}
+    for _g, e, r in [x for x in _simulate(GOOD) if x[0] < 4] + want:
+        for i in r if e == 1 else ():
+            visits[i] = visits.get(i, 0) + 1
+    twice = sorted(i for i, c in visits.items() if c >= 2)
+    never = sorted(i for i in range(GOOD[1]) if i not in visits)
+    assert twice and never
+    rc, out, err = cli("order", "verify", str(root / "out"), "--rows", str(max(GOOD)), "--format", "json")
+    assert rc == 1, out + err
+    res = json.loads(out)["result"]
+    assert res["seen_twice"]["by_epoch"] == {"1": len(twice)} and res["seen_twice"]["rows"] == twice
+    assert res["never_seen"]["by_epoch"] == {"1": len(never)} and res["never_seen"]["rows"] == never
+    assert res["first_divergent_step"] == 4
+    assert any("over a dataset of 20 rows, where the epoch began with 12" in n for n in res["notes"])
