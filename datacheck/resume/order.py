@@ -65,6 +65,7 @@ plan positions, or whose resume records start at different steps, are ``order.ra
 """
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
@@ -244,20 +245,20 @@ def _int(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
-def _epoch_starts(led: Ledger, first: int) -> dict[int, list[tuple[int, int, dict[str, Any]]]]:
+def _epoch_starts(segments: dict[int, list[dict[str, Any]]]) -> dict[int, list[tuple[int, int, dict[str, Any]]]]:
     """Per rank, ``(start_step, plan epoch, #state)`` of each segment that starts a plan epoch (the first
     segment of each epoch :func:`_rank_segments` places); a resume continues the epoch in progress."""
     out: dict[int, list[tuple[int, int, dict[str, Any]]]] = {}
-    for r in led.ranks:
+    for r, segs in segments.items():
         got: list[tuple[int, int, dict[str, Any]]] = []
-        for sg in _rank_segments(led, r, first):
+        for sg in segs:
             if not got or sg["epoch"] != got[-1][1]:
                 got.append((sg["start"], sg["epoch"], sg["state"]))
         out[r] = got
     return out
 
 
-def _epoch_sizes(led: Ledger, plans: _Plans,
+def _epoch_sizes(segments: dict[int, list[dict[str, Any]]], plans: _Plans,
                  starts: dict[int, list[tuple[int, int, dict[str, Any]]]]) -> tuple[dict[int, int], set[int], list[str]]:
     """Each plan epoch's dataset size, from the ``#state`` line that started it (:func:`_epoch_starts`):
     ``dataset_rows`` (what ``record_batches`` reads from the sampler's dataset when the epoch's iteration
@@ -309,8 +310,7 @@ def _epoch_sizes(led: Ledger, plans: _Plans,
                              "not judged; record with this datacheck's record_batches / DatacheckCallback")
     # a resume that iterated another dataset size than its epoch began with (accelerate's DataLoaderShard.set_epoch
     # does not call a dataset's set_epoch on the loader skip_first_batches builds): its rows are not the epoch's
-    for r in led.ranks:
-        segs = _rank_segments(led, r, 0)
+    for r, segs in segments.items():
         for sg in segs:
             n = _int(sg["state"].get("dataset_rows"))
             e = sg["epoch"]
@@ -396,9 +396,10 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
     plans = _Plans(n_rows, batch)
     # a dataset whose size changed between epochs: each epoch planned with its own recorded size, its steps
     # placed where the ledger says the epoch started; an epoch whose size is not known is not judged
-    starts = _epoch_starts(led, first) if led.format == "datacheck" else {}
+    segments = {r: _rank_segments(led, r, first) for r in led.ranks} if led.format == "datacheck" else {}
+    starts = _epoch_starts(segments)
     cut_rows: dict[str, int] = {}
-    sizes, unknown, size_notes = _epoch_sizes(led, plans, starts)
+    sizes, unknown, size_notes = _epoch_sizes(segments, plans, starts)
     if sizes and max(sizes.values()) > n_rows:
         if given_rows:
             raise UsageError(f"the ledger records an epoch over {max(sizes.values())} rows, but the dataset has "
@@ -570,7 +571,7 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
             break
 
     # --- visits per epoch: each segment's batches belong to the epoch its iteration trained
-    per_epoch, done_epochs = _visit_epochs(led, plans, first, spe, every_rank=own)
+    per_epoch, done_epochs = _visit_epochs(led, plans, first, spe, every_rank=own, segments=segments)
     twice_rows: list[int] = []
     never_rows: list[int] = []
     extra = 0
@@ -705,7 +706,14 @@ def _rank_segments(led: Ledger, r: int, first: int) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = [{"start": st["start_step"], "state": st, "mbs": [], "n": _int(st.get("skipped")) or 0}
                                  for st in segs]
 
+    # start steps never go down in the read ledger (a #state supersedes those with a later start_step)
+    firsts = [st["start_step"] for st in segs]
+    monotone = all(a <= b for a, b in zip(firsts, firsts[1:]))
+
     def seg_of(s: int) -> int | None:
+        if monotone:
+            k = bisect.bisect_right(firsts, s) - 1
+            return k if k >= 0 else None
         return next((k for k in range(len(segs) - 1, -1, -1) if segs[k]["start_step"] <= s), None)
 
     for source, counted_only in ((led.batches.get(r) or {}, False), (led.untrained.get(r) or {}, True)):
@@ -736,7 +744,7 @@ def _rank_segments(led: Ledger, r: int, first: int) -> list[dict[str, Any]]:
 
 
 def _visit_epochs(led: Ledger, plans: _Plans, first: int, spe: int,
-                  every_rank: bool = False) -> tuple[dict[int, list[np.ndarray]], set[int]]:
+                  every_rank: bool = False, segments: dict[int, list[dict[str, Any]]] | None = None) -> tuple[dict[int, list[np.ndarray]], set[int]]:
     """Each epoch's recorded batches (all ranks) and the epochs the run completed.
 
     A datacheck ledger's batches belong to the segment (``#state`` line) that recorded them: on each rank,
@@ -776,7 +784,7 @@ def _visit_epochs(led: Ledger, plans: _Plans, first: int, spe: int,
     for r in led.ranks:
         done = set()
         per_rank.append(done)
-        segs = _rank_segments(led, r, first)
+        segs = segments[r] if segments and r in segments else _rank_segments(led, r, first)
         mbs = {k: sg["mbs"] for k, sg in enumerate(segs)}
         seg_epoch = [sg["epoch"] for sg in segs]
         ran_out = [sg["ran_out"] for sg in segs]
