@@ -359,8 +359,8 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
 
     Raises:
         UsageError: no ``[batch] batch_size`` and none recorded (an OLMo ledger: give a config), an empty
-            ledger, token-budget batching (``max_tokens``: not verified), or a recorded index outside
-            ``n_rows``.
+            ledger, token-budget batching (``max_tokens``: not verified), a recorded index outside
+            ``n_rows``, or a recorded epoch dataset size (``dataset_rows``) above the ``n_rows`` given.
     """
     notes: list[str] = []
     if batch is None or batch.batch_size is None:
