@@ -83,8 +83,8 @@ def test_a_clean_run_over_changing_sizes_is_the_plan(tmp_path):
 
 
 def test_a_right_resume_over_changing_sizes_sees_every_row_once(tmp_path):
-    _train(tmp_path, stop=(1, 3))                                   # epoch 1: micro-batches 0..2 trained (step 3 + 1)
-    _train(tmp_path, epochs=range(1, 3), resume=(1, 2))            # resumed at epoch 1's step 1 (micro-batch 2)
+    _train(tmp_path, stop=(1, 3))                                   # epoch 1: micro-batches 0..3 received (steps 3, 4)
+    _train(tmp_path, epochs=range(1, 3), resume=(1, 2))            # resumed at step 4 (epoch 1's micro-batch 2)
     v = verify_order(read_ledger(tmp_path), None, N)
     assert v.findings == [] and v.first_divergent_step is None
     assert v.seen_twice["count"] == 0 and v.never_seen["count"] == 0 and v.never_seen["completed_epochs"] == [0, 1, 2]
@@ -102,6 +102,22 @@ def test_a_resume_that_restarts_its_epoch_is_found_under_changing_sizes(tmp_path
     assert v.never_seen["count"] == 0  # the replay went on to the epoch's end: every row of epoch 1 trained
     res = run_cli("order", "verify", str(tmp_path), "--rows", str(N))
     assert res.returncode == 1 and "order.seen_twice" in res.stdout
+
+
+def test_a_resume_that_skips_batches_is_found_under_changing_sizes(tmp_path):
+    """Resumed at step 6 (epoch 1's micro-batch 6, the loader skipping the first 6 as ``skip_first_batches``
+    does) after steps 3 and 4: micro-batches 4 and 5 (step 5) are never trained; the steps after are where the
+    plan puts them, so only the rows tell: never seen in epoch 1."""
+    _train(tmp_path, stop=(1, 3))
+    dl = _loader(1)
+    skipping = DataLoader(dl.dataset, batch_sampler=list(dl.batch_sampler)[6:])
+    for _b in record_batches(skipping, tmp_path, grad_accum=GA, start_step=_steps_before(1) + 3, epoch=1):
+        pass
+    _train(tmp_path, epochs=range(2, 3))
+    v = verify_order(read_ledger(tmp_path), None, N)
+    skipped = sorted(i for rows in _batches(1)[4:6] for i in rows)
+    assert len(skipped) == 8 and v.never_seen["by_epoch"] == {"1": 8} and v.never_seen["rows"] == skipped
+    assert v.seen_twice["count"] == 0 and [f.check for f in v.findings] == ["order.never_seen"]
 
 
 class Growing:
