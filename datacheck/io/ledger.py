@@ -19,13 +19,21 @@ observed, also for a sampler without a length), the most any rank got (``epoch_b
 ``even_batches=False`` gives some processes fewer) and ``next_step``, where the next epoch starts.
 Records of steps at or after a ``#state`` line's ``start_step`` that were written before it are
 superseded (a run resumed from an earlier checkpoint re-records those steps), and so are the ``#state``
-lines (and their ``#end`` lines) written before it with a later ``start_step``, except the last
+lines (and their ``#end`` lines) written before it with a later ``start_step`` (or the same one, when it
+carries nothing), except the last
 ``carried`` records of ``start_step`` when the ``#state`` line has ``"carried": k`` (k > 0): the Hugging
 Face Trainer does not zero the gradients between epochs, so the micro-batches an epoch that shrank trains
 after its last update (written at the step the next epoch starts at, before its ``#state`` line) go into
 the next epoch's first update. That step then holds k + ``grad_accum`` micro-batches: the carried ones
 (micro-batches 0 .. k-1, their own epoch) then the new epoch's (k .. k + grad_accum - 1). Ledgers without
 the key read as before.
+
+An ``#untrained`` line (``{"step": s, "rank": r, "micro_batches": k}``) says the ``k`` micro-batches recorded
+at step ``s`` before it were run forward and backward, but no optimizer update ever took them: the training
+ended first (the Hugging Face Trainer's shrunk last epoch, whose micro-batches after its last update wait for
+an update of a next epoch that never comes; a stop between a step's micro-batches). They are not the step's
+batches: :attr:`Ledger.untrained` holds them (a later ``#state`` line at or before ``s`` supersedes them as
+it does any record).
 
 OLMo's files (no header) hold ``<step><TAB><index>...`` per rank and step (all micro-batches of the
 device batch on one line; the step is OLMo's ``global_step``, 1-based). They are read as they are:
@@ -182,6 +190,8 @@ class Ledger:
             iteration that ran to its epoch's end (the record's ``epoch``, ``batches``, ``epoch_batches``,
             ``next_step``); the iteration the last ``#state`` began ended when the last entry's count is
             ``len(states[rank])``.
+        untrained: rank -> step -> the micro-batches an ``#untrained`` line says no optimizer update took
+            (run forward and backward, then the training ended); they are not in ``batches``.
     """
 
     folder: Path
@@ -193,6 +203,7 @@ class Ledger:
     empty: list[str] = field(default_factory=list)
     partial: dict[int, tuple[int, int, int]] = field(default_factory=dict)
     ends: dict[int, list[tuple[int, dict]]] = field(default_factory=dict)
+    untrained: dict[int, dict[int, list[LedgerBatch]]] = field(default_factory=dict)
 
     @property
     def ranks(self) -> list[int]:
@@ -492,6 +503,7 @@ def _read_rank(path: Path, rank: int, led: Ledger, keep: set[int] | None = None)
     counts: dict[int, int] = {}  # step -> micro-batches recorded (every step, also those not kept)
     states: list[dict] = []
     ends: list[tuple[dict | None, dict]] = []  # (the #state of the iteration it ends, the #end record)
+    untrained: dict[int, list[LedgerBatch]] = {}  # step -> micro-batches no optimizer update took
     for lineno, line in itertools.chain([first], lines):
         if not line.strip():
             continue
@@ -508,15 +520,25 @@ def _read_rank(path: Path, rank: int, led: Ledger, keep: set[int] | None = None)
                         del per[s]
                     for s in [s for s in counts if s >= start]:
                         del counts[s]
+                    for s in [s for s in untrained if s >= start]:
+                        del untrained[s]
                     if carried:
                         counts[start] = carried
                         if kept:
                             per[start] = kept
-                    # and the #state lines of what they replace (a later epoch an earlier run began)
-                    states = [x for x in states if not (isinstance(x.get("start_step"), int) and x["start_step"] > start)]
+                    # and the #state lines of what they replace (a later epoch an earlier run began; one begun at
+                    # this very step, unless this line carries that iteration's micro-batches into its step)
+                    states = [x for x in states if not (isinstance(x.get("start_step"), int) and (
+                        x["start_step"] > start or (x["start_step"] == start and not carried)))]
                 states.append(st)
             elif line.startswith("#end\t"):
                 ends.append((states[-1] if states else None, _state(line.split("\t", 1)[1], path, lineno)))
+            elif line.startswith("#untrained\t"):
+                u = _state(line.split("\t", 1)[1], path, lineno).get("step")
+                if isinstance(u, int) and not isinstance(u, bool) and u in counts:
+                    # the step's micro-batches were trained with no optimizer update after them: not the step's
+                    untrained[u] = per.pop(u, [])
+                    del counts[u]
             continue
         parts = line.rstrip("\t").split("\t")
         if ours:
@@ -539,6 +561,7 @@ def _read_rank(path: Path, rank: int, led: Ledger, keep: set[int] | None = None)
         led.tears[str(path)] = it.tear or "torn"
     led.batches[rank] = per
     led.states[rank] = states
+    led.untrained[rank] = {s: bs for s, bs in untrained.items() if bs}
     where = {id(st): i + 1 for i, st in enumerate(states)}  # an #end of a superseded iteration is dropped with it
     led.ends[rank] = [(where[id(st)], end) for st, end in ends if st is not None and id(st) in where]
     if ours and counts:

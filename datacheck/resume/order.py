@@ -17,6 +17,17 @@ Global step ``s`` of the ledger (``first_step`` is the ledger's first step numbe
 ``record_batches``, 1 for OLMo's 1-based ``global_step``) is in-epoch step ``(s - first_step) %
 steps_per_epoch`` of plan epoch ``(s - first_step) // steps_per_epoch``.
 
+**Datasets whose size changes between epochs.** Each ``#state`` line that starts an epoch records the
+rows its sampler's dataset held (``dataset_rows``; older ledgers: a ``RandomSampler``'s ``num_samples``).
+When an epoch's size is not ``n_rows``, every epoch is planned over its own size, and a step's in-epoch step
+is counted from the step the ledger says the epoch started at (not ``steps_per_epoch`` arithmetic). An epoch
+whose size is not recorded and whose recorded length (``batches``) is not the plan's, or whose
+``DistributedSampler`` kept the ``num_samples`` of another size, is not judged (``plan.epochs_not_judged``
+and a note say so). Under the Hugging Face Trainer (``trainer_epoch_batches``, its ``steps_in_epoch``) an
+epoch that grew is planned up to that many micro-batches (the rest are never trained:
+``plan.rows_past_trainer_epoch``). Micro-batches an ``#untrained`` line names (no optimizer update took
+them: the training ended first) are neither trained nor never seen: ``untrained`` and a note list them.
+
 **Visits.** Each row's visits are counted per epoch over every rank's recorded batches of that epoch and
 compared with the plan's own count. A batch's epoch is that of the segment (``#state`` line) that
 recorded it, not its step number: a resume trains the epoch in progress (whatever order it restarted,
@@ -54,6 +65,8 @@ plan positions, or whose resume records start at different steps, are ``order.ra
 """
 from __future__ import annotations
 
+import bisect
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,6 +103,9 @@ class OrderVerdict:
             position of its first step: ``epoch``, ``step``, ``world_size``) and the settings that changed.
         seen_twice: ``count`` (rows), ``extra_visits``, ``rows`` (the first ids), ``by_epoch``.
         never_seen: ``count``, ``rows`` (the first ids), ``by_epoch``, ``completed_epochs``.
+        untrained: the rows of micro-batches the ledger says no optimizer update took (``#untrained``):
+            ``count``, ``rows`` (the first ids), ``by_epoch``, ``steps``; empty when there are none (and
+            then absent from :meth:`to_dict`).
         first_divergent_step: the first step whose recorded rows differ from the plan's on some rank, or None.
         divergence: at that step: ``rank``, ``order`` kind and where the recorded rows are in the plan.
         rank_skew: per resume point where ranks disagree: the ranks' plan positions.
@@ -102,6 +118,7 @@ class OrderVerdict:
     segments: list[dict[str, Any]] = field(default_factory=list)
     seen_twice: dict[str, Any] = field(default_factory=dict)
     never_seen: dict[str, Any] = field(default_factory=dict)
+    untrained: dict[str, Any] = field(default_factory=dict)
     first_divergent_step: int | None = None
     divergence: dict[str, Any] | None = None
     rank_skew: list[dict[str, Any]] = field(default_factory=list)
@@ -110,7 +127,8 @@ class OrderVerdict:
 
     def to_dict(self) -> dict[str, Any]:
         return {"plan": self.plan, "ledger": self.ledger, "segments": self.segments, "seen_twice": self.seen_twice,
-                "never_seen": self.never_seen, "first_divergent_step": self.first_divergent_step,
+                "never_seen": self.never_seen, **({"untrained": self.untrained} if self.untrained else {}),
+                "first_divergent_step": self.first_divergent_step,
                 "divergence": self.divergence, "rank_skew": self.rank_skew,
                 "findings": [f.to_dict() for f in self.findings], "notes": self.notes}
 
@@ -158,8 +176,14 @@ def plan_from_ledger(led: Ledger) -> BatchSection | None:
 class _Plans:
     """Epoch orders of the plan (and of other world sizes), built on demand and cached."""
 
-    def __init__(self, n_rows: int, batch: BatchSection):
+    def __init__(self, n_rows: int, batch: BatchSection, sizes: dict[int, int] | None = None,
+                 cut: dict[tuple[int, int], int] | None = None):
         self.n_rows, self.batch = n_rows, batch
+        #: epoch -> the rows its dataset held (an epoch not named: ``n_rows``)
+        self.sizes = sizes or {}
+        #: (epoch, rank) -> the most micro-batches the training loop trains of the epoch (the Hugging Face
+        #: Trainer's ``steps_in_epoch``: the batches an epoch that grew holds past it are never trained)
+        self.cut = cut or {}
         self._orders: dict[tuple[int, int], EpochOrder] = {}
         self._index: dict[tuple[int, int], dict[tuple[int, ...], tuple[int, int]]] = {}
 
@@ -168,7 +192,11 @@ class _Plans:
         key = (epoch, ws)
         if key not in self._orders:
             b = self.batch if ws == self.batch.world_size else self.batch.model_copy(update={"world_size": ws})
-            self._orders[key] = epoch_order(self.n_rows, b, epoch)
+            o = epoch_order(self.sizes.get(epoch, self.n_rows), b, epoch)
+            if ws == self.batch.world_size and any(k[0] == epoch for k in self.cut):
+                o = dataclasses.replace(o, ranks=tuple(mbs[: self.cut.get((epoch, r), len(mbs))]
+                                                       for r, mbs in enumerate(o.ranks)))
+            self._orders[key] = o
         return self._orders[key]
 
     def step_rows(self, epoch: int, step: int, rank: int, world_size: int | None = None) -> tuple[int, ...] | None:
@@ -213,6 +241,86 @@ class _Plans:
         return np.bincount(idx, minlength=self.n_rows)[: self.n_rows]
 
 
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _epoch_starts(segments: dict[int, list[dict[str, Any]]]) -> dict[int, list[tuple[int, int, dict[str, Any]]]]:
+    """Per rank, ``(start_step, plan epoch, #state)`` of each segment that starts a plan epoch (the first
+    segment of each epoch :func:`_rank_segments` places); a resume continues the epoch in progress."""
+    out: dict[int, list[tuple[int, int, dict[str, Any]]]] = {}
+    for r, segs in segments.items():
+        got: list[tuple[int, int, dict[str, Any]]] = []
+        for sg in segs:
+            if not got or sg["epoch"] != got[-1][1]:
+                got.append((sg["start"], sg["epoch"], sg["state"]))
+        out[r] = got
+    return out
+
+
+def _epoch_sizes(segments: dict[int, list[dict[str, Any]]], plans: _Plans,
+                 starts: dict[int, list[tuple[int, int, dict[str, Any]]]]) -> tuple[dict[int, int], set[int], list[str]]:
+    """Each plan epoch's dataset size, from the ``#state`` line that started it (:func:`_epoch_starts`):
+    ``dataset_rows`` (what ``record_batches`` reads from the sampler's dataset when the epoch's iteration
+    starts), else the ``num_samples`` of a ``RandomSampler`` / ``SeedableRandomSampler`` (its dataset's
+    length unless given).
+
+    Returns ``(sizes, unknown, notes)``: ``sizes`` maps the epochs whose size is recorded; ``unknown`` holds
+    the epochs with none whose iteration's recorded length (``batches``) is not the one ``plans`` gives
+    with ``n_rows`` rows (their dataset is not the planned one, and how many rows it held is not known), or
+    whose ranks record different sizes."""
+    sizes: dict[int, int] = {}
+    unknown: set[int] = set()
+    notes: list[str] = []
+    for _r, got in sorted(starts.items()):
+        for _start, e, st in got:
+            n = _int(st.get("dataset_rows"))
+            if n is None and st.get("sampler") in ("RandomSampler", "SeedableRandomSampler"):
+                n = _int(st.get("num_samples"))
+            if n is None or n < 0:
+                continue
+            ns, nr = _int(st.get("num_samples")), _int(st.get("num_replicas"))
+            if st.get("sampler") == "DistributedSampler" and ns is not None and nr and ns != (
+                    n // nr if st.get("sampler_drop_last") else -(-n // nr)) and e not in unknown:
+                # a DistributedSampler reused over a dataset that changed size keeps the num_samples it computed
+                # when built: it pads (or cuts) randperm(new size) to that, an order not simulated
+                unknown.add(e)
+                notes.append(f"epoch {e}: the DistributedSampler's num_samples {ns} is not the share of the "
+                             f"{n} rows its dataset held (it was built for another size): its rows and steps are "
+                             "not judged; build the sampler anew when the dataset changes")
+                continue
+            if e in sizes and sizes[e] != n and e not in unknown:
+                unknown.add(e)
+                notes.append(f"epoch {e}: the ranks' #state lines record dataset sizes {sizes[e]} and {n}: its "
+                             "rows and steps are not judged")
+            sizes.setdefault(e, n)
+    for r, got in sorted(starts.items()):
+        for _start, e, st in got:
+            b = _int(st.get("batches"))
+            if e in sizes or e in unknown or b is None:
+                continue
+            o = plans.order(e)
+            planned = len(o.ranks[r]) if r < len(o.ranks) else 0
+            b += _int(st.get("skip_batches")) or 0
+            if b != planned:
+                unknown.add(e)
+                notes.append(f"epoch {e}: its iteration yielded {b} micro-batch(es) on rank {r} where the plan of "
+                             f"{plans.n_rows} rows gives {planned}, and the ledger records no dataset size for it (a "
+                             "dataset whose size changed, recorded by an older datacheck): its rows and steps are "
+                             "not judged; record with this datacheck's record_batches / DatacheckCallback")
+    # a resume that iterated another dataset size than its epoch began with (accelerate's DataLoaderShard.set_epoch
+    # does not call a dataset's set_epoch on the loader skip_first_batches builds): its rows are not the epoch's
+    for r, segs in segments.items():
+        for sg in segs:
+            n = _int(sg["state"].get("dataset_rows"))
+            e = sg["epoch"]
+            if n is not None and e in sizes and e not in unknown and n != sizes[e]:
+                notes.append(f"rank {r}: the iteration that began at step {sg['start']} trained epoch {e} over a "
+                             f"dataset of {n} rows, where the epoch began with {sizes[e]}: its rows are not the "
+                             "epoch's (judged against the epoch's plan)")
+    return sizes, unknown, notes
+
+
 def _classify(plans: _Plans, rows: tuple[int, ...], epoch: int, step: int, world_size: int,
               epochs_seen: int) -> tuple[str, dict[str, Any] | None]:
     """Where ``rows`` (recorded at plan ``epoch``, in-epoch ``step``) are in the plan: (order kind, position)."""
@@ -251,8 +359,8 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
 
     Raises:
         UsageError: no ``[batch] batch_size`` and none recorded (an OLMo ledger: give a config), an empty
-            ledger, token-budget batching (``max_tokens``: not verified), or a recorded index outside
-            ``n_rows``.
+            ledger, token-budget batching (``max_tokens``: not verified), a recorded index outside
+            ``n_rows``, or a recorded epoch dataset size (``dataset_rows``) above the ``n_rows`` given.
     """
     notes: list[str] = []
     if batch is None or batch.batch_size is None:
@@ -274,6 +382,9 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
     if not steps:
         raise UsageError(f"the ledger {led.folder} records no batch")
     top = max((int(v.array.max()) for per in steps.values() for v in per.values() if v), default=-1)
+    top = max([top] + [int(b.indices.array.max()) for per in led.untrained.values() for bs in per.values()
+                       for b in bs if b.indices])
+    given_rows = n_rows is not None
     if n_rows is None:
         n_rows = top + 1
         notes.append(f"the dataset's row count is not given (--rows N or --data PATH): taken as the largest recorded "
@@ -283,6 +394,39 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
                          "other data?")
     first = (1 if led.format == "olmo" else 0) if first_step is None else first_step
     plans = _Plans(n_rows, batch)
+    # a dataset whose size changed between epochs: each epoch planned with its own recorded size, its steps
+    # placed where the ledger says the epoch started; an epoch whose size is not known is not judged
+    segments = {r: _rank_segments(led, r, first) for r in led.ranks} if led.format == "datacheck" else {}
+    starts = _epoch_starts(segments)
+    cut_rows: dict[str, int] = {}
+    sizes, unknown, size_notes = _epoch_sizes(segments, plans, starts)
+    if sizes and max(sizes.values()) > n_rows:
+        if given_rows:
+            raise UsageError(f"the ledger records an epoch over {max(sizes.values())} rows, but the dataset has "
+                             f"{n_rows} rows: was it recorded over other data?")
+        n_rows = max(sizes.values())
+        notes[-1] = (f"the dataset's row count is not given (--rows N or --data PATH): taken as the largest dataset "
+                     f"size the ledger records, {n_rows}")
+    varying = bool(unknown) or any(n != n_rows for n in sizes.values())
+    # the Hugging Face Trainer trains at most its first epoch's micro-batches an epoch (``steps_in_epoch``)
+    cut = {(e, r): c for r, got in starts.items() for _s, e, st in got
+           if (c := _int(st.get("trainer_epoch_batches"))) is not None and c > 0}
+    notes.extend(size_notes)
+    if varying or cut:
+        full = _Plans(n_rows, batch, sizes if varying else None)
+        plans = _Plans(n_rows, batch, sizes if varying else None, cut)
+        cut_rows: dict[str, int] = {}
+        for (e, r), c in sorted(cut.items()):
+            if e in unknown:
+                continue
+            o = full.order(e)
+            mbs = o.ranks[r] if r < len(o.ranks) else ()
+            if len(mbs) > c:
+                cut_rows[str(e)] = cut_rows.get(str(e), 0) + sum(len(m) for m in mbs[c:])
+                notes.append(f"epoch {e} on rank {r}: its loader yields {len(mbs)} micro-batches, the Hugging Face "
+                             f"Trainer trains the first {c} (its steps_in_epoch, the length of its first epoch in "
+                             f"this train()): micro-batches {c}..{len(mbs) - 1} "
+                             f"({sum(len(m) for m in mbs[c:])} rows) are never trained, nor planned")
     spe = plans.order(0).steps
     if spe == 0:
         raise UsageError(f"the plan has no step: {n_rows} rows under batch_size {batch.batch_size}")
@@ -303,6 +447,11 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
     ledger_info = {"folder": str(led.folder), "format": led.format, "ranks": led.ranks,
                    "steps": len(steps), "first": min(steps), "last": max(steps), "truncated": led.truncated}
     v = OrderVerdict(plan=plan_info, ledger=ledger_info, notes=notes)
+    if varying:
+        plan_info["epoch_rows"] = {str(e): (None if e in unknown else sizes.get(e, n_rows))
+                                   for e in sorted({e for got in starts.values() for _s, e, _st in got})}
+    if cut_rows:
+        plan_info["rows_past_trainer_epoch"] = cut_rows
     if led.truncated:
         notes.append("torn ledger file(s): " + "; ".join(f"{f} {led.tears.get(f, 'torn')}" for f in led.truncated))
     silent = [r for r in range(ws) if not led.batches.get(r)]
@@ -318,12 +467,35 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
         notes.append("the ledger's ranks count their own steps over their own epochs (the Hugging Face Trainer's "
                      "numbering): each rank's step is placed in its own epochs")
 
+    if varying:
+        notes.append("the dataset's size changed between epochs (" + ", ".join(
+            f"epoch {e}: " + ("not known" if e in unknown else f"{sizes.get(e, n_rows)} rows")
+            for e in sorted({e for got in starts.values() for _s, e, _st in got})) + "): each epoch is planned "
+            "with its own size, its steps counted from the step the ledger records it started at")
+    bounds = {r: sorted((st0, e) for st0, e, _st in got) for r, got in starts.items()}
+
     def pos(step: int, rank: int | None = None) -> tuple[int, int]:
+        if varying:
+            b = bounds.get(rank if rank is not None else min(bounds, default=0)) or []
+            at = next(((st0, e) for st0, e in reversed(b) if st0 <= step), None)
+            if at is not None:
+                return at[1], step - at[0]
         if own and rank is not None and step >= first:
             got = plans.own_pos(step - first, rank)
             if got is not None:
                 return got
         return divmod(step - first, spe)
+
+    # the micro-batches a #state line says its first step holds from the epoch before (``carried``: the
+    # Hugging Face Trainer's shrunk epoch) are that epoch's, not the step's own: compared without them
+    carried = {(r, st0): c for r in led.ranks for st in led.states.get(r) or []
+               if (st0 := _int(st.get("start_step"))) is not None and (c := _int(st.get("carried"))) and c > 0}
+
+    def own_rows(step: int, rank: int) -> tuple[int, ...]:
+        c = carried.get((rank, step), 0)
+        if not c:
+            return tuple(steps.get(step, {}).get(rank, ()))
+        return tuple(int(i) for b in led.batches[rank].get(step, [])[c:] for i in b.indices)
 
     # --- segments: each #state line of each rank
     seg_ws: dict[tuple[int, int], int] = {}  # (rank, start_step) -> the segment's world size
@@ -351,8 +523,10 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
                                            else "resume")
             seg: dict[str, Any] = {"rank": r, "start_step": start, "epoch": st.get("epoch"), "kind": kind,
                                    "changed": changed, "order": None, "located": None}
-            rows = tuple(steps.get(start, {}).get(r, ()))
-            if rows and simulated:
+            rows = tuple(own_rows(start, r))
+            if pos(start, r)[0] in unknown:
+                seg["order"] = "unknown"
+            elif rows and simulated:
                 if start - first < 0:
                     seg["order"] = "unknown"
                 else:
@@ -371,11 +545,12 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
     for s in sorted(steps) if simulated else ():
         if s < first:
             continue
-        bad = [r for r in sorted(steps[s]) if plans.step_rows(*pos(s, r), r) != tuple(steps[s][r])]
+        bad = [r for r in sorted(steps[s]) if pos(s, r)[0] not in unknown
+               and plans.step_rows(*pos(s, r), r) != tuple(own_rows(s, r))]
         if bad:
             r = bad[0]
             e, k = pos(s, r)
-            rows = tuple(steps[s][r])
+            rows = tuple(own_rows(s, r))
             sws = next((w for (rr, st0), w in sorted(seg_ws.items(), reverse=True) if rr == r and st0 <= s), ws)
             kind, where = _classify(plans, rows, e, k, sws, epochs_seen)
             v.first_divergent_step = s
@@ -396,16 +571,43 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
             break
 
     # --- visits per epoch: each segment's batches belong to the epoch its iteration trained
-    per_epoch, done_epochs = _visit_epochs(led, plans, first, spe, every_rank=own)
+    per_epoch, done_epochs = _visit_epochs(led, plans, first, spe, every_rank=own, segments=segments)
     twice_rows: list[int] = []
     never_rows: list[int] = []
     extra = 0
     by_twice: dict[str, int] = {}
     by_never: dict[str, int] = {}
     completed: list[int] = []
+    # micro-batches no optimizer update took (the ledger's #untrained lines: the training ended first), by
+    # the epoch that yielded them: not trained, and not counted as never seen (the loop never meant to)
+    untrained: dict[int, set[int]] = {}
+    for r, per in led.untrained.items():
+        for bs in per.values():
+            for b in bs:
+                if b.indices:
+                    untrained.setdefault(b.epoch or 0, set()).update(int(i) for i in b.indices)
+    if untrained:
+        n_un = sum(len(x) for x in untrained.values())
+        un_rows = sorted(i for x in untrained.values() for i in x)
+        v.untrained = {"count": n_un, "rows": un_rows[:FIRST_IDS], "by_epoch": {str(e): len(x) for e, x in
+                                                                              sorted(untrained.items())},
+                       "steps": sorted({s for per in led.untrained.values() for s in per})}
+        notes.append(f"{n_un} row(s) (by epoch {v.untrained['by_epoch']}) were run forward and backward at step(s) "
+                     f"{v.untrained['steps']} with no optimizer update after them: the training ended first (the "
+                     "Hugging Face Trainer's epoch that shrank, its last micro-batches waiting for a next epoch's "
+                     "first update, or a stop between micro-batches of a step); they are not counted as trained, "
+                     f"nor as never seen; first ids {un_rows[:10]}")
+    skipped = sorted(e for e in unknown if e in per_epoch)
+    if skipped:
+        v.plan["epochs_not_judged"] = skipped
     for e in sorted(per_epoch):
+        if e in unknown:
+            continue
         got = np.bincount(np.concatenate(per_epoch[e]), minlength=n_rows)[:n_rows]
         want = plans.counts(e)
+        if e in untrained:
+            want = want.copy()
+            want[[i for i in untrained[e] if i < n_rows]] = 0
         if not simulated:  # how many rows are repeated or dropped is known, not which: count them
             more, never = _unplaced_visits(got, want)
             if more:
@@ -493,8 +695,56 @@ def _unplaced_visits(got: np.ndarray, want: np.ndarray) -> tuple[int, int]:
     return over, never
 
 
+def _rank_segments(led: Ledger, r: int, first: int) -> list[dict[str, Any]]:
+    """Rank ``r``'s segments (its ``#state`` lines with a ``start_step``, file order), each a dict: ``start``,
+    ``state``, ``mbs`` (its micro-batches' int64 arrays: those recorded at or after its start and before the
+    next one's, less the first ``carried`` of its start step, which are the segment's before), ``ran_out``
+    (its iteration yielded ``batches`` micro-batches: recorded, run with no update after them
+    (``#untrained``), or skipped by a resumed Trainer (``skipped``)) and ``epoch``, the plan epoch it trains (see :func:`_visit_epochs`)."""
+    segs = [st for st in led.states.get(r) or [] if _int(st.get("start_step")) is not None]
+    # a resumed Trainer's iteration skipped its first ``skipped`` micro-batches (yielded, not trained)
+    out: list[dict[str, Any]] = [{"start": st["start_step"], "state": st, "mbs": [], "n": _int(st.get("skipped")) or 0}
+                                 for st in segs]
+
+    # start steps never go down in the read ledger (a #state supersedes those with a later start_step)
+    firsts = [st["start_step"] for st in segs]
+    monotone = all(a <= b for a, b in zip(firsts, firsts[1:]))
+
+    def seg_of(s: int) -> int | None:
+        if monotone:
+            k = bisect.bisect_right(firsts, s) - 1
+            return k if k >= 0 else None
+        return next((k for k in range(len(segs) - 1, -1, -1) if segs[k]["start_step"] <= s), None)
+
+    for source, counted_only in ((led.batches.get(r) or {}, False), (led.untrained.get(r) or {}, True)):
+        for s, bs in source.items():
+            k = seg_of(s) if s >= first else None
+            if k is None:
+                continue
+            # a segment's first step may begin with micro-batches the segment before trained (``carried``: the
+            # Hugging Face Trainer takes a shrunk epoch's last micro-batch in the next epoch's first update)
+            c = _int(segs[k].get("carried")) if k > 0 and s == segs[k]["start_step"] else None
+            c = c if c is not None and c > 0 else 0
+            for kk, part in ((k - 1, bs[:c]), (k, bs[c:])):
+                out[kk]["n"] += len(part)
+                if not counted_only:
+                    out[kk]["mbs"].extend(np.asarray(b.indices, dtype=np.int64) for b in part if b.indices)
+    for k, sg in enumerate(out):
+        st = sg["state"]
+        rec = _int(st.get("epoch")) or 0
+        batches = _int(st.get("batches"))
+        sg["ran_out"] = batches is not None and sg["n"] >= batches > 0
+        if k == 0 or rec > out[k - 1]["epoch"]:
+            sg["epoch"] = rec
+        elif out[k - 1]["ran_out"]:
+            sg["epoch"] = out[k - 1]["epoch"] + 1
+        else:
+            sg["epoch"] = out[k - 1]["epoch"]
+    return out
+
+
 def _visit_epochs(led: Ledger, plans: _Plans, first: int, spe: int,
-                  every_rank: bool = False) -> tuple[dict[int, list[np.ndarray]], set[int]]:
+                  every_rank: bool = False, segments: dict[int, list[dict[str, Any]]] | None = None) -> tuple[dict[int, list[np.ndarray]], set[int]]:
     """Each epoch's recorded batches (all ranks) and the epochs the run completed.
 
     A datacheck ledger's batches belong to the segment (``#state`` line) that recorded them: on each rank,
@@ -534,37 +784,10 @@ def _visit_epochs(led: Ledger, plans: _Plans, first: int, spe: int,
     for r in led.ranks:
         done = set()
         per_rank.append(done)
-        segs = starts[r]
-        mbs: dict[int, list[np.ndarray]] = {}  # segment -> its micro-batches
-        for s, bs in led.batches[r].items():
-            if s < first:
-                continue
-            k = next((k for k in range(len(segs) - 1, -1, -1) if segs[k][1]["start_step"] <= s), None)
-            if k is None:
-                continue
-            # a segment's first step may begin with micro-batches the segment before trained (``carried``: the
-            # Hugging Face Trainer takes a shrunk epoch's last micro-batch in the next epoch's first update)
-            c = segs[k][1].get("carried")
-            c = c if k > 0 and s == segs[k][1]["start_step"] and isinstance(c, int) and not isinstance(c, bool) \
-                and c > 0 else 0
-            mbs.setdefault(k - 1, []).extend(np.asarray(b.indices, dtype=np.int64) for b in bs[:c] if b.indices)
-            mbs.setdefault(k, []).extend(np.asarray(b.indices, dtype=np.int64) for b in bs[c:] if b.indices)
-        seg_epoch: list[int] = []
-        ran_out: list[bool] = []
-        for k, (_i, st) in enumerate(segs):
-            rec_epoch = st.get("epoch")
-            rec = rec_epoch if isinstance(rec_epoch, int) else 0
-            n = len(mbs.get(k, []))
-            batches = st.get("batches")
-            ran_out.append(isinstance(batches, int) and n >= batches > 0)
-            if k == 0:
-                seg_epoch.append(rec)
-            elif rec > seg_epoch[-1]:
-                seg_epoch.append(rec)
-            elif ran_out[k - 1]:
-                seg_epoch.append(seg_epoch[-1] + 1)
-            else:
-                seg_epoch.append(seg_epoch[-1])
+        segs = segments[r] if segments and r in segments else _rank_segments(led, r, first)
+        mbs = {k: sg["mbs"] for k, sg in enumerate(segs)}
+        seg_epoch = [sg["epoch"] for sg in segs]
+        ran_out = [sg["ran_out"] for sg in segs]
         by_e: dict[int, int] = {}
         for k, e in enumerate(seg_epoch):
             got = mbs.get(k, [])

@@ -34,14 +34,25 @@ What the callback does:
   micro-batches an epoch that shrank trains after its last update go into the next epoch's first update:
   they are recorded as that step's first micro-batches (the next epoch's ``#state`` line says
   ``"carried": k``; its own micro-batches of the step are numbered k ..; see
-  :mod:`datacheck.io.ledger`). Its line is written when the
+  :mod:`datacheck.io.ledger`). When the training ends with such micro-batches waiting (a shrunk LAST
+  epoch: no next epoch's update takes them; a stop between a step's micro-batches), ``on_train_end``
+  writes an ``#untrained`` line: they were run forward and backward, never part of an update, and the
+  ledger does not count them as trained. Each ``#state`` line records ``trainer_epoch_batches``, the
+  Trainer's ``steps_in_epoch`` (its loader's length when ``train()`` began: the most micro-batches it trains
+  of any epoch), and the sampler's ``dataset_rows``. Its line is written when the
   Trainer has trained it (``on_substep_end`` / ``on_step_end``), so the batches DataLoader workers
   (``dataloader_num_workers``) and accelerate fetched ahead of a stop (``max_steps``, a guard stop,
   an interrupt) are not recorded. The Trainer logs that step's loss at
   ``global_step`` + 1 (the count after the update), so log step ``N`` is ledger step ``N - 1``. A
-  resumed ``train(resume_from_checkpoint=...)`` re-reads its epoch from the start and skips batches
-  (accelerate's ``skip_first_batches``): the skipped batches are recorded again under the same steps,
-  and the ``#state`` line of the resume supersedes the earlier run's records from there. With
+  resumed ``train(resume_from_checkpoint=...)`` at ``global_step`` G re-reads epoch ``G //
+  num_update_steps_per_epoch`` (``ceil(len(loader) / grad_accum)`` of its loader when ``train()`` began)
+  and skips its first ``(G % num_update_steps_per_epoch) x grad_accum`` batches (accelerate's
+  ``skip_first_batches``): the skipped batches are not recorded (the ``#state`` line says ``"skipped":
+  k``), the batches it trains are recorded from step G on, and that ``#state`` line supersedes the earlier
+  run's records from G (what the checkpoint did not hold: a micro-batch in flight at the checkpoint, whose
+  gradient waited for an update, included). When the dataset changed size between epochs that arithmetic
+  need not be where the run was: the ledger records what the resumed Trainer trains, rows it trains again
+  or skips included (``order verify`` flags them). With
   ``ignore_data_skip=True`` the resumed Trainer trains that epoch again from its first batch at the
   restored ``global_step``: its batches are recorded from that step on (the rows trained twice are in
   the ledger twice, as trained; ``order verify`` flags them). Lines are
@@ -159,10 +170,26 @@ class DatacheckCallback(TrainerCallback):  # type: ignore[misc]
                 state.log_history.append({**keys, "step": state.global_step})
         if self.record and train_dataloader is not None:
             self.recorder = self._wrap(train_dataloader, args)
-            if self.recorder is not None and getattr(args, "ignore_data_skip", False) and state.global_step > 0:
-                # a resume that skips no data: the epoch it resumes is trained again from its first batch,
-                # under the restored global step and on (not under the steps that epoch first had)
+            if self.recorder is not None:
+                try:  # the Trainer's steps_in_epoch: every epoch trains at most this many micro-batches
+                    self.recorder.trainer_epoch_batches = len(train_dataloader)
+                except TypeError:
+                    pass
+            if self.recorder is not None and state.global_step > 0:
+                # a resume: the Trainer trains from the restored global step on. With ignore_data_skip the epoch
+                # it resumes is trained again from its first batch; else it skips that epoch's first
+                # (global_step % num_update_steps_per_epoch) x grad_accum batches, num_update_steps_per_epoch
+                # being ceil(len(loader) / grad_accum) of the loader now (transformers' _init_training_state),
+                # which need not be where the run was when its dataset changed size between epochs: the
+                # batches trained from there are recorded at the steps they are trained at, whatever rows
                 self.recorder.first_step = int(state.global_step)
+                if not getattr(args, "ignore_data_skip", False):
+                    try:
+                        per_epoch = max(-(-len(train_dataloader) // self.recorder.grad_accum), 1)
+                    except TypeError:
+                        per_epoch = None
+                    if per_epoch is not None:
+                        self.recorder.first_skip = (int(state.global_step) % per_epoch) * self.recorder.grad_accum
         return control
 
     def on_substep_end(self, args: Any, state: Any, control: Any, **kw: Any) -> Any:
@@ -195,6 +222,8 @@ class DatacheckCallback(TrainerCallback):  # type: ignore[misc]
         return control
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kw: Any) -> Any:
+        if self.recorder is not None:  # micro-batches trained since the last update never get one
+            self.recorder.training_ended()
         flush_ledgers()
         if self.save_state and getattr(state, "is_world_process_zero", True):
             out = Path(args.output_dir)

@@ -155,6 +155,9 @@ def _accelerate_state(batch_sampler: Any) -> dict[str, Any] | None:
     if inner is None:
         return st
     st["sampler"] = type(inner).__name__
+    rows = _dataset_rows(inner)
+    if rows is not None:
+        st["dataset_rows"] = rows
     shuffle = getattr(inner, "shuffle", None)
     if isinstance(shuffle, bool):
         st["shuffle"] = shuffle
@@ -170,6 +173,24 @@ def _accelerate_state(batch_sampler: Any) -> dict[str, Any] | None:
         if isinstance(v, int) and not isinstance(v, bool):
             st[key] = v
     return st
+
+
+def _dataset_rows(sampler: Any) -> int | None:
+    """The rows of the dataset a sampler draws from this epoch (``len`` of its ``data_source``: torch's
+    ``RandomSampler``, ``SequentialSampler``, accelerate's ``SeedableRandomSampler``; or of its ``dataset``:
+    ``DistributedSampler``), read when its iteration starts: a dataset whose size changes between epochs is
+    planned with each epoch's own (``order verify``). None when the sampler has neither or the length
+    cannot be taken."""
+    for attr in ("data_source", "dataset"):
+        ds = getattr(sampler, attr, None)
+        if ds is None:
+            continue
+        try:
+            n = len(ds)
+        except (TypeError, ValueError, NotImplementedError, AttributeError):
+            return None
+        return n if isinstance(n, int) and not isinstance(n, bool) and n >= 0 else None
+    return None
 
 
 def _sampler_state(batch_sampler: Any) -> dict[str, Any]:
@@ -188,6 +209,9 @@ def _sampler_state(batch_sampler: Any) -> dict[str, Any]:
             st[k] = v
     if inner is not None:
         st["sampler"] = type(inner).__name__
+        rows = _dataset_rows(inner)
+        if rows is not None:
+            st["dataset_rows"] = rows
         for k in ("num_replicas", "rank", "shuffle", "seed", "epoch", "drop_last", "num_samples", "total_size"):
             v = getattr(inner, k, None)
             if isinstance(v, (int, bool)):
@@ -270,15 +294,24 @@ class RecordingBatchSampler:
         #: Hugging Face Trainer resumed with ``ignore_data_skip`` trains its epoch again from the start at
         #: the restored global step); None: from the ledger (:meth:`_aligned_start`)
         self.first_step: int | None = None
+        #: under ``epoch_aligned``, with ``first_step``: how many of the first iteration's batches the training
+        #: loop skips, never training them (the resumed Hugging Face Trainer's ``steps_trained_in_current_epoch``:
+        #: ``(global_step % num_update_steps_per_epoch) x grad_accum``, accelerate's ``skip_first_batches``
+        #: around this sampler); they are not recorded, the first trained one is step ``first_step``'s first
+        self.first_skip = 0
         #: under ``epoch_aligned``, the step the run's next epoch starts at when the run says so (the Hugging
         #: Face Trainer's ``global_step`` at ``on_epoch_begin``: it takes a fixed number of steps an epoch,
         #: counted from its first epoch's length, so an epoch whose length changed does not tell it); a
         #: ``#state`` line of that epoch in the ledger (a resume re-reading it) still decides first
         self.epoch_start: int | None = None
+        #: the micro-batches the training loop trains of each epoch when it says so (the Hugging Face Trainer's
+        #: ``steps_in_epoch``: the length of its loader when ``train()`` began; an epoch that grew past it is
+        #: cut there), recorded on the ``#state`` line as ``trainer_epoch_batches``; None: every batch
+        self.trainer_epoch_batches: int | None = None
         #: ``(step, micro-batches)``: a step whose micro-batches were trained (committed) with no optimizer
         #: update taken after them, once the loop says when it takes its updates (:meth:`step_taken`); None else
         self._open: tuple[int, int] | None = None
-        self._takes = False  # the loop reports its updates (step_taken)
+        self._takes = hold  # the loop reports its updates (step_taken; the Hugging Face callback, which holds)
         #: ``(step, micro-batches)`` carried into this iteration's first step from the iteration before (the
         #: Hugging Face Trainer does not zero the gradients between epochs: the micro-batches an epoch that
         #: shrank trains after its last update go into the next epoch's first update); None: no carry
@@ -422,6 +455,23 @@ class RecordingBatchSampler:
         if dropped:
             self._committed = (step + 1, 0)
             self._write_end()
+
+    def training_ended(self) -> None:
+        """The training loop ended: the micro-batches it trained with no optimizer update after them (recorded
+        at the step they wait in; the Hugging Face Trainer's shrunk last epoch, whose micro-batches after its
+        last update wait for a next epoch's first update that never comes, or a stop between a step's
+        micro-batches) were never part of an update: an ``#untrained`` line says so (``step``, ``rank`` and
+        ``micro_batches``, the step's micro-batches recorded before it), and the ledger reads them as not
+        trained (:attr:`datacheck.io.ledger.Ledger.untrained`). Nothing is written when every trained
+        micro-batch went into an update, or when the loop never reports its updates (:meth:`step_taken`)."""
+        open_, self._open = self._open, None
+        self._carry = None
+        if open_ is None or not self._takes:
+            return
+        self.flush()
+        rec = {"step": open_[0], "rank": self.rank, "micro_batches": open_[1]}
+        _write_lines(self.path, ["#untrained\t" + json.dumps(rec, sort_keys=True) + "\n"], self._pid)
+        self._mark = self._size()
 
     def set_epoch(self, epoch: int) -> None:
         """Forward ``set_epoch`` to the inner sampler (trainers call it on the loader's sampler)."""
@@ -572,8 +622,10 @@ class RecordingBatchSampler:
         replay = ([r for r in self._trained_prefix(led, epoch) if r[1] < self.next_step]  # those before the resume
                   if first and not self.epoch_aligned else [])
         skipped = _accelerate_chain(self.inner)[2] or 0  # skip_first_batches: the epoch's batches before ours
+        skip_first = 0
         if self.epoch_aligned and first and self.first_step is not None:
             self.next_step, self.next_micro = self.first_step, 0
+            skip_first = self.first_skip
         elif self.epoch_aligned:
             self.next_step, self.next_micro = self._aligned_start(led, epoch, batches), 0
         # the micro-batches the iteration before trained at this epoch's first step with no update after them
@@ -587,7 +639,10 @@ class RecordingBatchSampler:
         state = {"epoch": epoch, "start_step": self.next_step, "rank": self.rank, "grad_accum": self.grad_accum,
                  "batches": batches, **_sampler_state(self.inner),
                  **({"epoch_steps": "own"} if self.epoch_aligned else {}),
-                 **({"carried": self._carry[1]} if self._carry is not None else {})}
+                 **({"trainer_epoch_batches": self.trainer_epoch_batches}
+                    if self.trainer_epoch_batches is not None else {}),
+                 **({"carried": self._carry[1]} if self._carry is not None else {}),
+                 **({"skipped": skip_first} if skip_first else {})}
         self.flush()
         new = self._size() <= 0  # no ledger yet (another recorder on the folder may have started it since)
         with open_append(self.path) as f:
@@ -602,6 +657,12 @@ class RecordingBatchSampler:
                 idx = [int(i) for i in batch]
                 seen = pos + 1
                 at = pos + skipped  # the batch's position in the epoch
+                if pos < skip_first:  # skipped by the loop (a resumed Trainer): never trained, not recorded
+                    tag = BatchTag(self.rank, epoch, self.next_step - 1, pos, at)
+                    if deferred:
+                        self._issued.append((None, tag))
+                    yield TaggedBatch(idx, tag)
+                    continue
                 if replaying and at < len(replay) and tuple(idx) == replay[at][0]:
                     tag = BatchTag(self.rank, epoch, replay[at][1], replay[at][2], at)
                     if not self.resume_skips:  # recorded as trained again: say how to record a skipping loop

@@ -175,3 +175,38 @@ def test_a_run_stopped_inside_a_carried_step_is_partial(tmp_path):
     text = _carry_ledger(', "carried": 1').replace("1\t0\t2\t1\t9\t10\n2\t0\t0\t1\t11\n", "")
     _write(tmp_path / "run" / "data-indices" / "rank0.tsv.gz", text)
     assert read_ledger(tmp_path / "run").partial == {0: (1, 2, 3)}
+
+
+def test_an_untrained_line_takes_its_steps_micro_batches_out_of_the_trained(tmp_path):
+    """The run ended after epoch 1's first micro-batch (step 1, its update never taken): ``#untrained``
+    says so; the step is not a trained step (nor partial), its micro-batch is in ``untrained``. A later
+    ``#state`` at or before that step (a resume) supersedes the mark with the records."""
+    st1 = '#state\t{"epoch": 1, "start_step": 1, "grad_accum": 2, "batches": 3}\n'
+    head = (LEDGER_HEADER + '\n#state\t{"epoch": 0, "start_step": 0, "grad_accum": 2, "batches": 2}\n'
+            "0\t0\t0\t0\t1\t2\n0\t0\t1\t0\t3\t4\n" + st1 + "1\t0\t0\t1\t5\t6\n")
+    mark = '#untrained\t{"step": 1, "rank": 0, "micro_batches": 1}\n'
+    _write(tmp_path / "a" / "data-indices" / "rank0.tsv.gz", head + mark)
+    led = read_ledger(tmp_path / "a")
+    assert led.steps == [0] and led.partial == {}
+    assert {s: [list(b.indices) for b in bs] for s, bs in led.untrained[0].items()} == {1: [[5, 6]]}
+    _write(tmp_path / "b" / "data-indices" / "rank0.tsv.gz", head + mark + st1 + "1\t0\t0\t1\t5\t6\n1\t0\t1\t1\t7\n")
+    led = read_ledger(tmp_path / "b")
+    assert led.steps == [0, 1] and led.untrained[0] == {}
+    assert [list(b.indices) for b in led.step(1)] == [[5, 6], [7]]
+
+
+def test_a_state_begun_at_the_same_step_supersedes_the_earlier_one_unless_it_carries(tmp_path):
+    """A resume whose #state starts at the step an earlier run began epoch 2 at (both start_step 4) replaces
+    that #state (its iteration's records went with it); a #state that carries micro-batches of the step it
+    starts at keeps the #state before it (whose micro-batches they are)."""
+    def st(epoch, start, extra=""):
+        return '#state\t{"epoch": %d, "start_step": %d, "grad_accum": 2, "batches": 3%s}\n' % (epoch, start, extra)
+
+    text = (LEDGER_HEADER + "\n" + st(1, 3) + "3\t0\t0\t1\t1\n3\t0\t1\t1\t2\n4\t0\t0\t1\t3\n" + st(2, 4, ', "carried": 1')
+            + "4\t0\t1\t2\t4\n" + st(1, 4, ', "skipped": 2') + "4\t0\t0\t1\t3\n" + st(2, 4, ', "carried": 1')
+            + "4\t0\t1\t2\t4\n4\t0\t2\t2\t5\n")
+    _write(tmp_path / "run" / "data-indices" / "rank0.tsv.gz", text)
+    led = read_ledger(tmp_path / "run")
+    assert [(s["epoch"], s["start_step"], s.get("skipped"), s.get("carried")) for s in led.states[0]] == \
+        [(1, 3, None, None), (1, 4, 2, None), (2, 4, None, 1)]
+    assert [(b.epoch, list(b.indices)) for b in led.step(4)] == [(1, [3]), (2, [4]), (2, [5])]
