@@ -45,7 +45,7 @@ def main(root: Path, mode: str, crash_at: int, checkpoint: str | None) -> None:
 
     class Crash(transformers.TrainerCallback):
         def on_step_end(self, args, state, control, **kw):
-            if state.global_step == crash_at:
+            if crash_at and state.global_step == crash_at:
                 out.write_text(json.dumps(seen))
                 raise SystemExit(3)
 
