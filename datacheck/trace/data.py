@@ -641,7 +641,7 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
               global_batches: dict[int, int] | None = None, dataset_lines: list[tuple[str, Any]] | None = None,
               allow_mismatch: bool = False, trainer: bool = False,
               epochs: Mapping[int, float] | None = None,
-              relaunches: Sequence[tuple[int, int]] = ()) -> tuple[StepRows, dict[str, Any]]:
+              relaunches: Sequence[tuple[int, int, str]] = ()) -> tuple[StepRows, dict[str, Any]]:
     """The rows of log steps ``steps`` from the simulated batch plan over ``index`` under ``[batch]``
     (:class:`datacheck.execute.plan.BatchPlan`: torch's ``DistributedSampler`` / ``BatchSampler``, or
     the token-budget sampler with ``max_tokens``; over Megatron ``.bin``/``.idx`` pairs
@@ -1269,20 +1269,34 @@ def _update_before(res: TraceResult, conv: StepConvention) -> int | None:
     return int(good)
 
 
-def lightning_relaunches(res: TraceResult) -> list[tuple[int, int]]:
+def lightning_relaunches(res: TraceResult) -> list[tuple[int, int, str]]:
     """The resume points of a Lightning Trainer's log, as (log step the resumed launch logged first, the
-    log step the launch before logged last), in log order; empty unless every log is a Lightning
-    Trainer's (:data:`LIGHTNING_COUNTS`). Taken from ``log.step_regression`` of the first anomaly's
-    stream (every stream's when there is none): the step going back in the log (TensorBoard event files
-    are read launch by launch, an appended CSV or JSONL line by line)."""
+    log step the launch before logged last, how the log shows it), in log order; empty unless every log is
+    a Lightning Trainer's (:data:`LIGHTNING_COUNTS`). Taken from ``log.step_regression`` of the first
+    anomaly's stream (every stream's when there is none): the step going back in the log (TensorBoard
+    event files are read launch by launch, an appended CSV or JSONL line by line). A single log with no
+    step going back that logs every step once from a step ``f`` > 0 (its training records are ``last - f
+    + 1``) begins with a launch resumed at ``f``: Lightning logs at ``(global_step + 1) %
+    log_every_n_steps == 0``, so a run from scratch that logs every step logs step 0 first (a resumed
+    run's ``CSVLogger`` of the same version rewrites ``metrics.csv`` from its first step; a new version
+    folder holds the resumed launch alone)."""
     if not res.logs or any(st.first_step_why not in LIGHTNING_COUNTS for st in res.logs):
         return []
     rank = res.first_bad.get("rank") if res.first_bad else None
-    return [(int(r["to_step"]), int(r["from_step"])) for f in res.findings if f.check == "log.step_regression"
-            and (rank is None or f.details.get("rank") == rank) for r in f.details.get("resumes", [])]
+    out = [(int(r["to_step"]), int(r["from_step"]), f"the step back from {r['from_step']}")
+           for f in res.findings if f.check == "log.step_regression"
+           and (rank is None or f.details.get("rank") == rank) for r in f.details.get("resumes", [])]
+    if out or len(res.logs) != 1 or len(res.streams) != 1:
+        return out
+    st, n = res.logs[0], next(iter(res.streams.values()))
+    if st.min_step is not None and st.last_step is not None and st.min_step > 0 \
+            and st.last_step - st.min_step + 1 == n:
+        return [(st.min_step, st.min_step - 1, "the log begins there, logging every step: a launch from scratch "
+                 "logs step 0 first")]
+    return []
 
 
-def lightning_resumed_step(k: int, relaunches: Sequence[tuple[int, int]], spe: int,
+def lightning_resumed_step(k: int, relaunches: Sequence[tuple[int, int, str]], spe: int,
                            conv: StepConvention) -> tuple[int, str | None]:
     """The plan's optimizer step whose batch a Lightning Trainer trained at optimizer step ``k`` of a launch
     resumed mid-epoch, and that launch in words, or ``(k, None)``.
@@ -1298,7 +1312,7 @@ def lightning_resumed_step(k: int, relaunches: Sequence[tuple[int, int]], spe: i
     last step the launch before logged) are left to the plan: the log does not say which launch's value
     the anomaly is. A loader with ``state_dict`` (torchdata's ``StatefulDataLoader``) resumes in place:
     its rows need ``--ledger``."""
-    for to_step, from_step in reversed(relaunches):
+    for to_step, from_step, shown in reversed(relaunches):
         r, last = conv.optimizer_step(to_step), conv.optimizer_step(from_step)
         if r > k:
             continue
@@ -1306,7 +1320,7 @@ def lightning_resumed_step(k: int, relaunches: Sequence[tuple[int, int]], spe: i
         if k <= last or j == 0 or k >= (e + 1) * spe:
             return k, None
         return e * spe + (k - r), (
-            f"trained by the launch resumed at log step {to_step} (the step back from {from_step}), mid-epoch {e}: "
+            f"trained by the launch resumed at log step {to_step} ({shown}), mid-epoch {e}: "
             "Lightning restarts a DataLoader without state_dict at the epoch's first batch and keeps the step "
             f"count, so optimizer step {e * spe + j} + i holds the plan's optimizer step {e * spe} + i (the epoch's "
             f"batch i) and the epoch's last {j} batch(es) are not trained")

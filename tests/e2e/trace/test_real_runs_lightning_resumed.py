@@ -16,7 +16,10 @@ launch logs NaN first at step 30, the restarted one at step 20 (the first launch
 Before, the event files of one folder were merged step by step (the resumed launch's steps 10 and 11
 overwrote the crashed one's: no resume seen; a restart's steps 0..11 mixed into the first run's), and the
 plan's rows of step 30 were taken as a run from scratch's: batch 30, which holds no bad row ("the rows
-look sound")."""
+look sound"). A log of the second launch alone (``CSVLogger(version=0)`` rewrites ``metrics.csv`` from
+the resumed launch's first step; Lightning's next version folder holds that launch alone) begins at step 10
+logging every step: a launch from scratch logs step 0 first, so it begins with a resumed launch, joined
+the same way."""
 from __future__ import annotations
 
 import csv
@@ -130,3 +133,25 @@ def test_trace_sees_the_second_launch_and_names_its_rows(run, log):
     shard, row = place(bad, SIZES)
     loc = d["rows"]["failing_rows"][0]
     assert (loc["shard"], loc["shard_row"], loc["row"]) == (shard, row, bad)
+
+
+@pytest.mark.parametrize("log", ["csv rewritten", "csv version_1", "tb version_1"])
+def test_a_log_of_the_second_launch_alone_names_its_rows(run, log):
+    mode, root, bad, _ = run
+    path = {"csv rewritten": root / "logs" / "csv" / "version_0" / "metrics.csv",
+            "csv version_1": root / "logs" / "csvv" / "version_1" / "metrics.csv",
+            "tb version_1": root / "logs" / "tbv" / "version_1"}[log]
+    first = CKPT if mode == "resumed" else 0
+    if log != "tb version_1":  # the file holds the second launch alone, every step from its first
+        with open(path, newline="") as f:
+            assert [int(r["step"]) for r in csv.DictReader(f)] == list(range(first, MAX_STEPS))
+    rc, res, err = trace_json(str(path), "--data", str(root / "data"), "--config", str(root / "datacheck.toml"))
+    assert rc == 1, err
+    assert not [e for e in res["events"] if e["kind"] in ("resume", "restart")]
+    step = first + BAD_BATCH
+    fb, d = res["first_bad"], res["data"]
+    assert (fb["check"], fb["step"]) == ("log.non_finite", step)
+    assert d["rows"]["steps"][str(step)] == {"0": _batches(0)[BAD_BATCH]}
+    assert d["rows"]["row_checks"] == {str(bad): ["finite.nan:x1"]}
+    said = "trained by the launch resumed at log step 10 (the log begins there, logging every step"
+    assert (said in d["source"]["description"]) == (mode == "resumed")
