@@ -95,3 +95,7 @@ def test_trace_names_the_process_the_step_and_the_rows(run):
     loc = d["rows"]["failing_rows"][0]
     assert (loc["shard"], loc["shard_row"], loc["row"]) == (shard, row, bad)
     assert loc["at"] == [{"step": BAD_MICRO, "rank": BAD_PROC, "micro_batch": 0}]
+    later = min(_own_steps(0, bad))  # process 0's model goes NaN when it trains the row itself
+    assert later > BAD_MICRO
+    assert res["verdict"]["answers"]["ranks"]["answer"] == \
+        f"rank {BAD_PROC} first, at step {BAD_MICRO} (ranks [0] still finite there, non-finite later)"
