@@ -648,7 +648,8 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
               consumed: dict[int, int] | None = None,
               global_batches: dict[int, int] | None = None, dataset_lines: list[tuple[str, Any]] | None = None,
               allow_mismatch: bool = False, trainer: bool = False,
-              epochs: Mapping[int, float] | None = None) -> tuple[StepRows, dict[str, Any]]:
+              epochs: Mapping[int, float] | None = None,
+              relaunches: Sequence[tuple[int, int, str]] = ()) -> tuple[StepRows, dict[str, Any]]:
     """The rows of log steps ``steps`` from the simulated batch plan over ``index`` under ``[batch]``
     (:class:`datacheck.execute.plan.BatchPlan`: torch's ``DistributedSampler`` / ``BatchSampler``, or
     the token-budget sampler with ``max_tokens``; over Megatron ``.bin``/``.idx`` pairs
@@ -667,6 +668,9 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
     fewer starts its next epoch sooner; the description says so when the ranks' counts differ), held to
     the epochs the log reports at its steps (``epochs``: :func:`trainer_epoch_check`): a contradiction
     stops the trace unless ``allow_mismatch`` (then ``source["dataset_mismatch"]`` says it).
+    ``relaunches``: a Lightning Trainer's resume points (:func:`lightning_relaunches`); a step a launch
+    resumed mid-epoch trained holds another plan step's batch (:func:`lightning_resumed_step`), said in
+    the description and ``source["relaunched"]``.
 
     Returns:
         (the rows of the steps inside the plan, the source: ``{"kind": "plan", "facts",
@@ -713,6 +717,7 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
     out: StepRows = {}
     outside: list[int] = []
     placed: list[str] = []
+    relaunched: dict[str, list[str]] = {}  # per Lightning launch resumed mid-epoch: its steps, said
     for step in steps:
         k = conv.optimizer_step(step)
         if not 0 <= k < total:
@@ -729,6 +734,11 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
             placed.append(how)
             out[step] = plan.step_rows(k, consumed=before)
         else:
+            if relaunches:
+                was = k
+                k, launch = lightning_resumed_step(k, relaunches, spe, conv)
+                if launch is not None:
+                    relaunched.setdefault(launch, []).append(f"log step {step} = the plan's optimizer step {k}, not {was}")
             out[step] = rows_of_step(plan, k, own_epochs=trainer)
     beyond = None  # the asked steps the plan does not have, said with the plan's steps and the data's rows
     if outside:
@@ -778,10 +788,14 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
                 f"{_loader_text(pcfg, index.loader_why)}; assumes a run from scratch with these samplers: a resumed "
                 "run or another sampler needs --ledger)")
         facts = pcfg.batch.model_dump(mode="json")
+        if relaunched:
+            desc += "".join(f"; {', '.join(said)}: {launch}" for launch, said in relaunched.items())
     return out, {"kind": "plan", "facts": facts, "steps_per_epoch": spe, "run_steps": total,
                  "outside": sorted(outside), "description": desc + (f"; {beyond}" if beyond else ""),
                  **({"past_end": beyond} if beyond else {}),
                  **({"dataset_lines": list(dict.fromkeys(agreed))} if agreed and mismatch is None else {}),
+                 **({"relaunched": [f"{', '.join(said)}: {launch}" for launch, said in relaunched.items()]}
+                    if relaunched else {}),
                  **({"dataset_mismatch": mismatch} if mismatch else {})}
 
 
@@ -1263,6 +1277,64 @@ def _update_before(res: TraceResult, conv: StepConvention) -> int | None:
     return int(good)
 
 
+def lightning_relaunches(res: TraceResult) -> list[tuple[int, int, str]]:
+    """The resume points of a Lightning Trainer's log, as (log step the resumed launch logged first, the
+    log step the launch before logged last, how the log shows it), in log order; empty unless every log is
+    a Lightning Trainer's (:data:`LIGHTNING_COUNTS`). Taken from ``log.step_regression`` of the first
+    anomaly's stream (every stream's when there is none): the step going back in the log (TensorBoard
+    event files are read launch by launch, an appended CSV or JSONL line by line). A single log with no
+    step going back that logs every step once from a step ``f`` > 0 (its training records are ``last - f
+    + 1``) begins with a launch resumed at ``f``: Lightning logs at ``(global_step + 1) %
+    log_every_n_steps == 0``, so a run from scratch that logs every step logs step 0 first (a resumed
+    run's ``CSVLogger`` of the same version rewrites ``metrics.csv`` from its first step; a new version
+    folder holds the resumed launch alone)."""
+    if not res.logs or any(st.first_step_why not in LIGHTNING_COUNTS for st in res.logs):
+        return []
+    rank = res.first_bad.get("rank") if res.first_bad else None
+    out = [(int(r["to_step"]), int(r["from_step"]), f"the step back from {r['from_step']}")
+           for f in res.findings if f.check == "log.step_regression"
+           and (rank is None or f.details.get("rank") == rank) for r in f.details.get("resumes", [])]
+    if out or len(res.logs) != 1 or len(res.streams) != 1:
+        return out
+    st, n = res.logs[0], next(iter(res.streams.values()))
+    if st.min_step is not None and st.last_step is not None and st.min_step > 0 \
+            and st.last_step - st.min_step + 1 == n:
+        return [(st.min_step, st.min_step - 1, "the log begins there, logging every step: a launch from scratch "
+                 "logs step 0 first")]
+    return []
+
+
+def lightning_resumed_step(k: int, relaunches: Sequence[tuple[int, int, str]], spe: int,
+                           conv: StepConvention) -> tuple[int, str | None]:
+    """The plan's optimizer step whose batch a Lightning Trainer trained at optimizer step ``k`` of a launch
+    resumed mid-epoch, and that launch in words, or ``(k, None)``.
+
+    Lightning (2.x) restores the step count from a checkpoint but not a plain ``DataLoader``'s position
+    (it warns "You're resuming from a checkpoint that ended before the epoch ended and your dataloader is
+    not resumable"): the resumed launch iterates the epoch's order again from its first batch, and ends
+    the epoch when the restored batch count reaches the epoch's length. A launch resumed at optimizer
+    step ``R = e x spe + j`` (``0 < j < spe``; ``spe`` the plan's steps per epoch) trains at step
+    ``R + i`` (``i < spe - j``) the plan's step ``e x spe + i``; the epoch's last ``j`` batches are not
+    trained, and epoch ``e + 1`` begins at step ``(e + 1) x spe`` as in the plan (a real run:
+    tests/e2e/trace/test_real_runs_lightning_resumed.py). Steps logged by both launches (from ``R`` to the
+    last step the launch before logged) are left to the plan: the log does not say which launch's value
+    the anomaly is. A loader with ``state_dict`` (torchdata's ``StatefulDataLoader``) resumes in place:
+    its rows need ``--ledger``."""
+    for to_step, from_step, shown in reversed(relaunches):
+        r, last = conv.optimizer_step(to_step), conv.optimizer_step(from_step)
+        if r > k:
+            continue
+        e, j = divmod(r, spe) if spe else (0, 0)
+        if k <= last or j == 0 or k >= (e + 1) * spe:
+            return k, None
+        return e * spe + (k - r), (
+            f"trained by the launch resumed at log step {to_step} ({shown}), mid-epoch {e}: "
+            "Lightning restarts a DataLoader without state_dict at the epoch's first batch and keeps the step "
+            f"count, so optimizer step {e * spe + j} + i holds the plan's optimizer step {e * spe} + i (the epoch's "
+            f"batch i) and the epoch's last {j} batch(es) are not trained")
+    return k, None
+
+
 def _past_end_text(past: list[int], whole: StepRows, conv: StepConvention, index: DatasetIndex,
                    source: dict[str, Any]) -> str:
     """Why log steps ``past`` (counting micro-batches) have no rows: their optimizer step holds fewer
@@ -1354,7 +1426,7 @@ def trace_data(res: TraceResult, paths: list[str], cfg: Config, conv: StepConven
         rows, source = plan_rows(index, steps, conv, res.consumed, res.global_batches,
                                  [(st.source, st.dataset_lines) for st in res.logs], allow_data_mismatch,
                                  trainer=bool(res.logs) and all(_hf_trainer_log(st) for st in res.logs),
-                                 epochs=res.epochs)
+                                 epochs=res.epochs, relaunches=lightning_relaunches(res))
         if source.get("dataset_mismatch"):
             warning = "; ".join(w for w in (warning, source["dataset_mismatch"]) if w)
     if conv.micro_batches > 1:

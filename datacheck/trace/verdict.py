@@ -420,8 +420,16 @@ def _answers(res: TraceResult, data: dict[str, Any] | None, anomalies: list[dict
         unseen = next((f.details["missing"] for f in res.findings if f.check == "log.rank_divergence"
                        and f.details.get("missing")), [])
         tail = f"; ranks {unseen} are not in the logs" if unseen else ""
-        ranks = {"answer": (f"all {len(ranks_seen)} logged ranks" if unseen else "all ranks") + tail
-                 if set(hit) >= set(ranks_seen) else f"{', '.join(hit)} only (of {len(ranks_seen)}{tail})",
+        # every rank went non-finite, but one first while others were still finite (log.rank_divergence):
+        # "all ranks" hid the one to look at (processes whose models are their own, no all-reduce between them)
+        first = next((f.details for f in res.findings if f.check == "log.rank_divergence"
+                      and f.details.get("finite_ranks") and f.details.get("step") == step
+                      and f.details.get("rank") == stream), None)
+        every = (f"all {len(ranks_seen)} logged ranks" if unseen else "all ranks") + tail
+        if set(hit) >= set(ranks_seen) and first is not None:
+            every = (f"{first['rank']} first, at step {step} (ranks {first['finite_ranks']} still finite there, "
+                     f"non-finite later){tail}")
+        ranks = {"answer": every if set(hit) >= set(ranks_seen) else f"{', '.join(hit)} only (of {len(ranks_seen)}{tail})",
                  "seen": ranks_seen, "affected": hit}
     nf = next((f for f in res.findings if f.check == "log.non_finite" and f.details.get("rank") == stream), None) or \
         next((f for f in res.findings if f.check == "log.non_finite"), None)

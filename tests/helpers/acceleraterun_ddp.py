@@ -18,7 +18,9 @@ epoch, its index in the epoch, the optimizer step from 0 counted over the run, i
 process logs ``ROOT/log.jsonl``: per optimizer step ``{"step": step from 0, "train_loss": the mean over
 every process of the step's micro-batch losses}`` (``accelerator.gather``), and ``ROOT/log_micro.jsonl``: per
 micro-batch of its own ``{"step": its count from 0 across epochs, "train_loss": its loss}`` (a loop that
-logs every micro-batch with its own counter)."""
+logs every micro-batch with its own counter). Every process also writes ``ROOT/log-rank{process_index}.jsonl``:
+per optimizer step ``{"step": its own count from 0 across epochs, "train_loss": the mean of its own
+micro-batch losses}`` (a loop that logs each process's loss under its rank, no gather)."""
 from __future__ import annotations
 
 import json
@@ -61,6 +63,7 @@ def main(root: Path, spec: dict) -> None:
     log = open(root / "log.jsonl", "w") if acc.is_main_process else None
     log_micro = open(root / "log_micro.jsonl", "w") if acc.is_main_process else None
     micro = 0
+    own = open(root / f"log-rank{acc.process_index}.jsonl", "w")
     with open(root / f"seen{acc.process_index}.jsonl", "w") as seen:
         for epoch in range(spec["epochs"]):
             for k, idx in enumerate(loader):
@@ -76,12 +79,14 @@ def main(root: Path, spec: dict) -> None:
                     log_micro.write(json.dumps({"step": micro, "train_loss": loss.item()}) + "\n")
                 micro += 1
                 if acc.sync_gradients:
+                    own.write(json.dumps({"step": step, "train_loss": torch.stack(losses).mean().item()}) + "\n")
                     mean = torch.stack(losses).mean().reshape(1)
                     mean = (acc.gather(mean) if even else mean).mean().item()
                     if log is not None:
                         log.write(json.dumps({"step": step, "train_loss": mean}) + "\n")
                         log.flush()
                     step, losses = step + 1, []
+    own.close()
     if log_micro is not None:
         log_micro.close()
     acc.wait_for_everyone()

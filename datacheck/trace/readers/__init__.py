@@ -415,6 +415,7 @@ class LogFile:
         why = None
         step = self._state_step(ctx, got["epoch"], sig4) if "epoch" in got else None
         given = False  # placed by a steps-per-epoch from outside the log (not the Trainer's header)
+        exact = False  # its epoch x that steps-per-epoch within the printing's rounding of a whole step
         if step is None:
             h = ctx.header
             spe = h.get("steps_per_epoch")
@@ -437,6 +438,7 @@ class LogFile:
                 else:  # rounded to a number of decimals, trailing zeros dropped: the most the log has shown
                     digits = ctx.epoch_decimals = max(ctx.epoch_decimals, pydict.epoch_decimals(str(got["epoch"])))
                 step, why = pydict.place_by_epoch(str(got["epoch"]), spe, digits)
+                exact = pydict.on_whole_step(str(got["epoch"]), spe, digits)
         if step is None and bar is not None:
             # a bar on the dict's own line is its step; one drawn on an earlier line (a ``\r`` segment)
             # may be stale (tqdm redraws at most every 0.1 s): a lower bound, raised by the bar tqdm
@@ -457,19 +459,35 @@ class LogFile:
         else:
             st.knows(pydict.HF_FIRST_STEP, pydict.HF_WHY)
             if given and why is None and rec.split == "train":
-                self._epoch_clash(rec, ctx, spe)
+                self._epoch_clash(rec, ctx, spe, exact)
         return rec
 
-    def _epoch_clash(self, rec: StepRecord, ctx: "_TextState", spe: int) -> None:
+    def _epoch_clash(self, rec: StepRecord, ctx: "_TextState", spe: int, exact: bool) -> None:
         """Note in ``stats.epoch_clash`` when a steps-per-epoch from outside the log puts ``rec``, a
         training record, on the step of the rank's previous training record placed that way: the
         Trainer logs one training dict per global step (``Trainer._maybe_log_save_evaluate``; its
         eval and final-summary dicts at the same step are not training records), so that
-        steps-per-epoch is not this run's, or its printed epochs cannot tell the steps apart."""
+        steps-per-epoch is not this run's, or its printed epochs cannot tell the steps apart.
+
+        Within one launch the Trainer's epoch grows with every update (``epoch + (micro-batch + 1) /
+        steps_in_epoch``), so a training record whose epoch is below the previous one's is a new launch's
+        (a run resumed from a checkpoint, its first step the checkpoint's + 1, or restarted into the same
+        console), placed from its own epoch: meeting a step the launch before logged is no clash. A
+        record that repeats the previous one's printed epoch is the same step logged again by a new
+        launch (a resume from the checkpoint just before the step the last launch logged last) when it
+        also repeats its learning rate and the epoch falls on a whole step (``exact``: within the
+        printing's rounding of ``step / steps_per_epoch``, as a Trainer's epoch is over the true steps
+        per epoch); two steps of one launch whose epochs print alike (too few digits) differ in their
+        learning rate under any schedule that moves every update (the ModernBERT excerpt's three dicts
+        at epoch 0.53 do: a clash), and a wrong steps-per-epoch often puts the epoch between steps."""
         prev = ctx.epoch_placed.get(rec.rank)
         ctx.epoch_placed[rec.rank] = rec
         if prev is None or prev.step != rec.step or self.stats.epoch_clash is not None:
             return
+        if rec.epoch is not None and prev.epoch is not None and (
+                rec.epoch < prev.epoch or (rec.epoch == prev.epoch and exact and rec.lr is not None
+                                           and rec.lr == prev.lr)):
+            return  # a new launch's record, placed by its own epoch
         self.stats.epoch_clash = (
             f"its training records at lines {prev.line} (epoch {prev.epoch:g}) and {rec.line} (epoch {rec.epoch:g}) "
             f"both fall on step {rec.step} at {spe} steps per epoch ({self.steps_per_epoch_from}), but the Trainer "

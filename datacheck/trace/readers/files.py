@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any, Iterator
@@ -208,6 +209,18 @@ def _tb_value(v: Any) -> float | None:
     return None
 
 
+def _tb_begun(path: Path, loader: Any) -> float:
+    """The wall time (seconds since the epoch) of an event file's first event (its file-version record,
+    written when the writer opened it); ``inf`` when none can be read (such a file is read last)."""
+    try:
+        for ev in loader(str(path)).Load():
+            if ev.wall_time:
+                return float(ev.wall_time)
+    except Exception:  # noqa: BLE001 - an unreadable file: read_tensorboard says so when it reads it
+        pass
+    return math.inf
+
+
 def read_tensorboard(files: list[Path], source: str, stats: ReadStats, rank: int | None) -> Iterator[StepRecord]:
     """Scalar summaries of TensorBoard event files (``events.out.tfevents.*``), read with the
     ``tensorboard`` package's event-file loader (no TensorFlow), one event at a time. Scalars of one
@@ -216,6 +229,15 @@ def read_tensorboard(files: list[Path], source: str, stats: ReadStats, rank: int
     step (``eval/loss``, ``EvalStats/avg_loss``) a second, eval record. Event files written by a
     Lightning Trainer's ``TensorBoardLogger`` (:func:`lightning_logger_dir`, an ``epoch`` scalar with
     the step's metrics) count steps from 0.
+
+    Several event files are read in the order they were begun (the wall time of each one's first event;
+    the path breaks ties). A file begun after every earlier one's last event is a launch of its own: a
+    run resumed from a checkpoint (Lightning's logger writes a new event file, in the same ``version_N``
+    folder or a new one; a ``SummaryWriter`` opened again logs the steps from the checkpoint's on) or
+    restarted into the same folder. The earlier launches' steps are all given before its first, so a
+    step it logs again reads as the step going back (a resume, or a restart back at the first step:
+    :func:`datacheck.trace.run.trace_logs`), not as one step whose values the two launches overwrite.
+    Files written at the same time (two writers of one launch) have their scalars of one step merged.
 
     Raises:
         OptionalDependencyError: ``tensorboard`` is not installed (the message gives the install command).
@@ -247,12 +269,18 @@ def read_tensorboard(files: list[Path], source: str, stats: ReadStats, rank: int
                 if ev is not None:
                     yield ev
 
-    for path in files:
+    ended: float | None = None  # the last wall time of the files read so far
+    for path in sorted(files, key=lambda p: (_tb_begun(p, EventFileLoader), str(p))):
+        begun = _tb_begun(path, EventFileLoader)
+        if ended is not None and begun >= ended:
+            yield from flush(0)  # a launch of its own: the steps before it are all given first
         read = 0
         try:
             for ev in EventFileLoader(str(path)).Load():
                 stats.lines += 1
                 read += 1
+                if ev.wall_time and (ended is None or ev.wall_time > ended):
+                    ended = float(ev.wall_time)
                 if not ev.HasField("summary"):
                     continue
                 for v in ev.summary.value:

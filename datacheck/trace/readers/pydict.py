@@ -24,7 +24,7 @@ from typing import Any
 
 from datacheck.trace.readers.fields import BadValue, count_text
 
-__all__ = ["NAME", "parse_line", "parse_header", "place_by_epoch", "epoch_decimals", "HF_FIRST_STEP", "HF_WHY", "BANNER"]
+__all__ = ["NAME", "parse_line", "parse_header", "place_by_epoch", "on_whole_step", "epoch_decimals", "HF_FIRST_STEP", "HF_WHY", "BANNER"]
 
 NAME = "hf_console"
 HF_FIRST_STEP = 1
@@ -98,6 +98,22 @@ def epoch_decimals(epoch_text: str, sig4: bool = False) -> int:
             return 0
         return 3 - math.floor(math.log10(v)) if v > 0 and math.isfinite(v) else 16
     return len(epoch_text.split(".", 1)[1]) if "." in epoch_text and "e" not in epoch_text.lower() else 16
+
+
+def on_whole_step(epoch_text: str, steps_per_epoch: int, decimals: int | None = None) -> bool:
+    """Whether ``epoch`` (its printed text) x ``steps_per_epoch`` is a whole step within the printing's
+    rounding (``rho`` of :func:`place_by_epoch`, the same ``decimals`` rule), as the epoch a Hugging Face
+    Trainer logs after update ``k`` is ``k / steps_per_epoch`` over a loader whose length is a multiple of
+    the accumulation. False for a text that is no finite number, or when ``rho`` >= 0.25 (not placed)."""
+    try:
+        epoch = float(epoch_text)
+    except ValueError:
+        return False
+    if not math.isfinite(epoch) or epoch < 0:
+        return False
+    rho = steps_per_epoch * 0.5 * 10.0 ** -max(epoch_decimals(epoch_text), decimals or 0)
+    x = epoch * steps_per_epoch
+    return rho < 0.25 and abs(x - round(x)) <= rho + 1e-6
 
 
 def place_by_epoch(epoch_text: str, steps_per_epoch: int, decimals: int | None = None) -> tuple[int | None, str | None]:

@@ -85,3 +85,36 @@ def test_an_event_file_cut_or_corrupt_says_where_the_read_stopped(tmp_path):
     lf = open_log(str(tmp_path / "tb"))
     assert len(list(lf.records())) == 49
     assert "read stopped at event 51 of 51: it fails its checksum" in lf.stats.bad_examples[0][1]
+
+
+def test_event_files_written_one_after_another_are_launches_in_turn(tmp_path):
+    """A run resumed from its step-10 checkpoint after logging steps 0..11 opens a new writer in the same
+    folder and logs 10..19: its steps come after the first launch's (the step goes back from 11 to 10),
+    not merged into them; its values of steps 10 and 11 are its own."""
+    import time
+
+    first = SummaryWriter(str(tmp_path / "tb"))
+    for s in range(12):
+        first.add_scalar("train/loss", 1.0, s)
+    first.close()
+    time.sleep(0.05)  # the second launch opens its writer after the first's last event
+    second = SummaryWriter(str(tmp_path / "tb"))
+    for s in range(10, 20):
+        second.add_scalar("train/loss", 2.0, s)
+    second.close()
+    assert len(list((tmp_path / "tb").glob("events.out.tfevents.*"))) == 2
+    recs = list(open_log(str(tmp_path / "tb")).records())
+    assert [(r.step, r.loss) for r in recs] == [(s, 1.0) for s in range(12)] + [(s, 2.0) for s in range(10, 20)]
+
+
+def test_event_files_written_at_the_same_time_are_merged_by_step(tmp_path):
+    """Two writers of one launch open at once (the loss in one, the lr in the other): one record per step."""
+    a, b = SummaryWriter(str(tmp_path / "tb")), SummaryWriter(str(tmp_path / "tb"))
+    for s in range(6):
+        a.add_scalar("train/loss", 1.0 / (s + 1), s)
+        b.add_scalar("train/learning_rate", 0.1, s)
+    a.close()
+    b.close()
+    recs = list(open_log(str(tmp_path / "tb")).records())
+    assert [(r.step, r.loss, r.lr) for r in recs] == [(s, pytest.approx(1.0 / (s + 1)), pytest.approx(0.1))
+                                                      for s in range(6)]

@@ -6,6 +6,7 @@ import json
 import math
 import re
 
+import pytest
 from conftest import SHARED, run_cli
 from peerlogs import gradsnitch_csv, gradsnitch_synthetic, trainproof_gallery
 from tracehelp import trace, verdict, write_jsonl
@@ -267,3 +268,17 @@ def test_a_nan_logged_at_an_interval_end_is_replayed_over_its_whole_window():
     assert f"replay the fixed batches of steps {first}..{nan_at} in order from the checkpoint before step {first}" \
         in a["next_experiment"]
     assert f"replay the fixed batch of step {nan_at}" not in a["next_experiment"]
+
+
+@pytest.mark.parametrize(("nan_from", "answer"), [
+    ({0: 8, 1: 5}, "rank 1 first, at step 5 (ranks [0] still finite there, non-finite later)"),
+    ({0: 5, 1: 5}, "all ranks")])
+def test_the_rank_answer_names_the_rank_that_went_non_finite_first(tmp_path, nan_from, answer):
+    """Every rank's loss ends NaN, rank 1's from step 5 and rank 0's from step 8 (processes whose models
+    are their own: tests/e2e/trace/test_real_runs_accelerate_uneven_ranks.py): "all ranks" hid rank 1.
+    Both from step 5: all ranks."""
+    rows = [{"step": s, "rank": r, "loss": float("nan") if s >= nan_from[r] else 2.0 - s / 40}
+            for s in range(1, 13) for r in (0, 1)]
+    res = trace(write_jsonl(tmp_path / "m.jsonl", rows))
+    ranks = verdict(res)["answers"]["ranks"]
+    assert ranks["affected"] == ["rank 0", "rank 1"] and ranks["answer"] == answer

@@ -1,0 +1,63 @@
+"""One launch of a real one-process Hugging Face ``Trainer`` CPU run that a test crashes and resumes
+(``python hfresume.py ROOT MODE CRASH_AT [CHECKPOINT]``).
+
+``ROOT/rows.json`` holds the rows (``x1``, ``x2``, ``label``); the model is a linear layer returning
+the mean cross-entropy; ``per_device_train_batch_size`` 8, 2 epochs, ``logging_steps`` 1, a checkpoint
+every 10 steps in ``ROOT/out``, ``seed`` 42, ``use_cpu=True``. ``MODE``: ``tqdm`` (the default console:
+progress bars and dicts) or ``dicts`` (``disable_tqdm``: the printed dicts alone, each with an epoch and no
+step). ``CRASH_AT`` > 0: a callback raises ``SystemExit(3)`` at the end of that global step (a crash, after
+the dicts of the steps before it); 0: no crash. ``CHECKPOINT``: ``trainer.train(resume_from_checkpoint=
+CHECKPOINT)``. Each launch writes ``ROOT/seen-{launch}.json`` (``launch`` = ``first`` without a checkpoint,
+else ``resumed``): the row ids of every micro-batch its forward saw, in order."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def main(root: Path, mode: str, crash_at: int, checkpoint: str | None) -> None:
+    import torch
+    import transformers
+
+    rows = json.loads((root / "rows.json").read_text())
+    x = torch.tensor([[r["x1"], r["x2"]] for r in rows], dtype=torch.float32)
+    y = torch.tensor([r["label"] for r in rows])
+    seen: list[list[int]] = []
+    out = root / f"seen-{'resumed' if checkpoint else 'first'}.json"
+
+    class Rows(torch.utils.data.Dataset):
+        def __len__(self):
+            return len(rows)
+
+        def __getitem__(self, i):
+            return {"x": x[i], "labels": y[i], "idx": torch.tensor(i)}
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(2, 2)
+
+        def forward(self, x, labels, idx):
+            seen.append(idx.tolist())
+            o = self.lin(x)
+            return {"loss": torch.nn.functional.cross_entropy(o, labels), "logits": o}
+
+    class Crash(transformers.TrainerCallback):
+        def on_step_end(self, args, state, control, **kw):
+            if crash_at and state.global_step == crash_at:
+                out.write_text(json.dumps(seen))
+                raise SystemExit(3)
+
+    torch.manual_seed(0)
+    args = transformers.TrainingArguments(
+        str(root / "out"), use_cpu=True, per_device_train_batch_size=8, num_train_epochs=2, logging_steps=1,
+        save_strategy="steps", save_steps=10, seed=42, report_to=[], disable_tqdm=mode != "tqdm",
+        remove_unused_columns=False, learning_rate=0.05)
+    trainer = transformers.Trainer(model=Model(), args=args, train_dataset=Rows(), callbacks=[Crash()])
+    trainer.train(resume_from_checkpoint=checkpoint)
+    out.write_text(json.dumps(seen))
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4] if len(sys.argv) > 4 else None)
