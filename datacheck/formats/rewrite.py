@@ -508,7 +508,9 @@ def rewrite_records(jsonl: bool, job: RewriteJob, target: Path, quarantine: Path
         lossy = {rec.line for rec, _ in quar if rec.invalid_utf8}
         qgot = []
         qrows: list[tuple[int, str]] = []  # (line, object text without the meta columns)
-        for line in qback.decode("utf-8").splitlines():
+        # split at "\n" only: json.dumps(ensure_ascii=False) leaves U+2028, U+2029 and NEL raw inside
+        # strings (a value or shard name holding one), which str.splitlines would cut a record at
+        for line in filter(None, qback.decode("utf-8").split("\n")):
             obj = json.loads(line)
             meta = {k: obj.pop(k) for k in META_COLUMNS}
             if _RAW in obj:  # a record that does not parse: its raw text (lossy only for invalid UTF-8)

@@ -2,13 +2,26 @@
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from datacheck.model.constants import EXAMPLE_VALUE_MAX_CHARS
 
-__all__ = ["Severity", "Example", "Finding", "Skipped", "show_value", "clip_message", "EXAMPLE_TEXT",
+__all__ = ["Severity", "Example", "Finding", "Skipped", "show_value", "clip_message", "one_line", "EXAMPLE_TEXT",
            "EXAMPLE_POSITION", "EXAMPLE_LENGTH"]
+
+#: what ends a line for a terminal or for a reader of lines (``str.splitlines``): LF, CR, VT, FF, the
+#: file/group/record separators, NEL, and the Unicode line and paragraph separators
+_LINE_BREAKS = re.compile("[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+
+
+def one_line(text: str) -> str:
+    """``text`` with every line break (:data:`_LINE_BREAKS`) written as Python's ``repr`` writes it
+    (``\\n``, ``\\r``, ``\\u2028``), so that a name or value from the data (a shard named
+    ``a\\nb.jsonl``) cannot split one finding over two lines of a human-readable view. Tabs and every
+    other character are kept; the JSON report keeps the exact text."""
+    return _LINE_BREAKS.sub(lambda m: ascii(m.group())[1:-1], text)
 
 
 class Severity(str, enum.Enum):

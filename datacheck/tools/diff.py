@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from datacheck.model.errors import ReportVersionError
-from datacheck.model.findings import Finding, clip_message
+from datacheck.model.findings import Finding, clip_message, one_line
 from datacheck.report.model import Report, find_report, read_report
 
 __all__ = ["ReportDiff", "FindingDelta", "diff_reports", "resolve_report", "render_diff_text",
@@ -264,7 +264,8 @@ def _fmt_delta(x: FindingDelta, unchecked: bool = False) -> str:
 
 
 def render_diff_text(d: ReportDiff) -> str:
-    """Plain-text rendering for terminals and CI logs."""
+    """Plain-text rendering for terminals and CI logs: one line per shard and finding (line breaks in
+    names and messages escaped: :func:`~datacheck.model.findings.one_line`)."""
     out = [f"datacheck diff {d.old_index} -> {d.new_index}"
            + ("  (the config changed between the two audits)" if d.config_changed else "")]
     out.append(f"shards: {len(d.added)} added, {len(d.removed)} removed, {len(d.changed)} changed"
@@ -285,7 +286,7 @@ def render_diff_text(d: ReportDiff) -> str:
         out += [f"  {m['scope']}: {m['stat']} {m['old']} -> {m['new']}" for m in d.stats_moved]
     out.append(f"new policy failures: {len(d.new_policy_failures)}")
     out += [f"  ! {_fmt_delta(x)}: {clip_message(x.message, 200)}" for x in d.new_policy_failures]
-    return "\n".join(out) + "\n"
+    return "\n".join(one_line(line) for line in out) + "\n"  # a shard named "a\nb" stays on its line
 
 
 def render_diff_markdown(d: ReportDiff) -> str:

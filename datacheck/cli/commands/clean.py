@@ -18,7 +18,7 @@ from datacheck.execute.setup import check_contract
 from datacheck.model.config import load_config
 from datacheck.model.constants import EXIT_OK, EXIT_POLICY_FAILED
 from datacheck.model.findings import clip_message
-from datacheck.render.text import terminal_safe
+from datacheck.render.text import terminal_lines
 from datacheck.tools.clean import DATASET_DROPS, CleanResult, ShardClean, clean
 
 __all__ = ["add_parser", "run"]
@@ -142,5 +142,5 @@ def run(args: argparse.Namespace) -> int:
         ]
         lines += [f"note: {n}" for n in res.notes]
         lines += _left_lines(res)
-        sys.stdout.write(terminal_safe("\n".join(lines) + "\n"))  # shard names and messages from the data
+        sys.stdout.write(terminal_lines(lines))  # shard names and messages from the data: one line each
     return EXIT_POLICY_FAILED if any(s.unreadable for s in res.shards) else EXIT_OK

@@ -21,7 +21,7 @@ from datacheck.model.constants import EXIT_OK, EXIT_POLICY_FAILED
 from datacheck.model.errors import UsageError
 from datacheck.model.roles import INT64_MAX, INT64_MIN
 from datacheck.render.supervision import LEGEND, MARK, render_ansi, render_plain, render_rows_html, shown_token
-from datacheck.render.text import terminal_safe
+from datacheck.render.text import one_line, terminal_safe
 from datacheck.tools.inspect import export_rows, inspect_shards, load_tokenizer, parse_row_list
 
 __all__ = ["add_parser", "run", "resolve_shard_config"]
@@ -164,7 +164,8 @@ def _text(inspections, exported, tok_source: str | None, color: bool = False, ch
         out.append(f"exported {n} row(s) to {path}" if path is not None else "nothing to export: no rows selected")
     # names and values from the data are shown escaped (never a control sequence the terminal runs);
     # only the coloured supervision lines keep the escape codes rich wrote
-    return "\n".join(ln if i in coloured else terminal_safe(ln) for i, ln in enumerate(out)).rstrip("\n") + "\n"
+    # a line break inside a line (a shard or column named "a\nb") is escaped: one line stays one line
+    return "\n".join(ln if i in coloured else terminal_safe(one_line(ln)) for i, ln in enumerate(out)).rstrip("\n") + "\n"
 
 
 def run(args: argparse.Namespace) -> int:
