@@ -889,18 +889,18 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
                 shared = shared[~np.isin(shared, retyped[i])]
             try:
                 per_row = reader.size(needed)[1] if single is None else None
+                verified: Any
                 if per_row and shared.size * per_row > REREAD_BYTES:  # candidates of more than one read
-                    got = _refine_in_groups(
-                        rc.refine, key, shared,
-                        lambda r: reader.read_rows(r.tolist(), needed, want, per or 1),  # type: ignore[union-attr]
+                    verified = _refine_in_groups(
+                        rc.refine, key, shared, lambda r: reader.read_rows(r.tolist(), needed, want, per or 1),
                         int(BATCH_TARGET_BYTES // per_row))
                 else:
                     sub = reread(shared)
                     if sub is None:
                         raise Unreadable("reading the candidate rows again failed")
-                    got = rc.refine(sub)
+                    verified = rc.refine(sub)
                     del sub
-                rows = _decided_rows(got, earlier, i)
+                rows = _decided_rows(verified, earlier, i)
             except ENGINE_ERRORS as e:  # Unreadable included
                 skipped.append(Skipped(rc.check, f"could not verify the candidates on this shard: "
                                        f"{e.reason if isinstance(e, Unreadable) else _first_line(e)}", error=True))
