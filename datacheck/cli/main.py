@@ -43,6 +43,7 @@ from datacheck.model.constants import (
 )
 from datacheck.model.environment import check_batch_rows, check_polars_threads, check_spill_rows
 from datacheck.model.errors import DatacheckError, OutOfMemory, PolicyFailed, ReportVersionError, UsageError
+from datacheck.model.shown import one_line
 
 __all__ = ["main", "entry", "build_parser", "Terminated", "check_polars_threads"]
 
@@ -299,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             sys.stdout.flush()  # a full disk under ``> file`` shows here, while stderr can still say so
         except UsageError as exc:
-            print(f"datacheck: error: {exc}", file=sys.stderr)
+            print(f"datacheck: error: {one_line(str(exc))}", file=sys.stderr)
             code = EXIT_USAGE
         return code
     finally:
@@ -363,7 +364,7 @@ def _main(argv: list[str] | None) -> int:
             check_empty_paths(args)
             return args._run(args)
     except (UsageError, ReportVersionError) as exc:
-        print(f"datacheck: error: {exc}", file=sys.stderr)
+        print(f"datacheck: error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     except PolicyFailed as exc:
         print(f"datacheck: {exc}", file=sys.stderr)
@@ -376,7 +377,7 @@ def _main(argv: list[str] | None) -> int:
               "(DATACHECK_BATCH_ROWS=N rows a batch), or on a machine with more memory", file=sys.stderr)
         return EXIT_INTERNAL
     except DatacheckError as exc:
-        print(f"datacheck: internal error: {exc}", file=sys.stderr)
+        print(f"datacheck: internal error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_INTERNAL
     except Terminated:
         print("datacheck: terminated (SIGTERM): stopped, temporary files removed, no output half-written",

@@ -43,7 +43,12 @@ from datacheck.io.shardbytes import Unreadable
 from datacheck.io.structs import sorted_fields
 from datacheck.model import catalog
 from datacheck.model.config import Config
-from datacheck.model.constants import LAYOUT_SAMPLE_BYTES
+from datacheck.model.constants import (
+    BATCH_TARGET_BYTES,
+    EXAMPLE_VALUE_MAX_CHARS,
+    LAYOUT_SAMPLE_BYTES,
+    ONE_BATCH_TARGETS,
+)
 from datacheck.model.errors import ENGINE_ERRORS, InternalError, OutOfMemory, ran_out_of_memory
 from datacheck.model.findings import Example, Finding, Skipped
 from datacheck.model.results import ShardResult
@@ -336,6 +341,69 @@ def _run_batch(lf: pl.LazyFrame, row_checks: list[RowCheck], measures: list[Stat
     return out
 
 
+#: decoded bytes of a key check's candidate rows (``RowCheck.key``: duplicate candidates) read again at
+#: once, at most: the most the engine decodes in one read (:data:`ONE_BATCH_TARGETS` x
+#: :data:`BATCH_TARGET_BYTES`, 128 MiB). Candidates of more are verified key group by key group, a batch
+#: target of rows at a time (:func:`_refine_in_groups`)
+REREAD_BYTES: Final = ONE_BATCH_TARGETS * BATCH_TARGET_BYTES
+
+
+def _refine_in_groups(refine: Callable[[pl.DataFrame], Any], key: pl.Series, shared: np.ndarray,
+                      read: Callable[[np.ndarray], pl.DataFrame | None], chunk: int) -> Any:
+    """``refine`` (a key check's exact verification) over the candidate rows ``shared`` (sorted shard
+    rows whose ``key`` value another row shares) in bounded memory: rows that repeat one another hold
+    equal content, so equal keys (the key is a function of the content); each group of rows sharing a
+    key value is verified apart, its rows read (``read``: the shard rows, with ``__row``, in row order)
+    ``chunk`` at a time beside the distinct rows of the group met so far (each content's first row:
+    every later copy of it is found against that row, which it names). Memory: a chunk and the group's
+    distinct rows, where reading every candidate at once held them all (4 equal rows of 16 million
+    int64 tokens: 2.6 GB peak RSS, 3.5 GB before the batches were let go).
+
+    Returns :class:`Repeats` (every group's, rows in any order) when ``refine`` returns them, else the
+    rows it returned, joined. Raises :class:`Unreadable` when a read fails."""
+    frame = pl.DataFrame({"r": shared, "k": key.gather(pl.Series(shared))})
+    groups = frame.group_by("k", maintain_order=True).agg("r")["r"]
+    rows: list[np.ndarray] = []
+    firsts: list[np.ndarray] = []
+    repeats = False
+    for group in groups:
+        g = np.sort(np.asarray(group.to_numpy(), dtype=np.int64))
+        distinct: pl.DataFrame | None = None
+        for a in range(0, g.size, max(1, chunk)):
+            got = read(g[a:a + max(1, chunk)])
+            if got is None:
+                raise Unreadable("reading the candidate rows again failed")
+            both = pl.concat([distinct, got], how="vertical_relaxed") if distinct is not None else got
+            res = refine(both)
+            del both
+            if isinstance(res, Repeats):
+                repeats = True
+                copies = _row_array(res.rows)
+                firsts.append(_row_array(res.earlier))
+            else:
+                copies = _row_array(res)
+            rows.append(copies)
+            new = got.filter(~pl.col("__row").is_in(_row_series(copies).implode())) if copies.size else got
+            distinct = pl.concat([distinct, new], how="vertical_relaxed") if distinct is not None else new
+            del got, new
+    out = np.concatenate(rows) if rows else _NO_ROWS
+    if repeats or not rows:
+        return Repeats(out, np.concatenate(firsts) if firsts else _NO_ROWS)
+    return out
+
+
+def _shown_prefix(values: pl.Series) -> pl.Series:
+    """Example values as far as a report shows them: a list cut to its first
+    :data:`~datacheck.model.constants.EXAMPLE_VALUE_MAX_CHARS` elements before it becomes a Python list
+    (each element shows as at least one character and a ", ", so the text
+    :func:`~datacheck.model.findings.show_value` cuts at that many characters is the same, "…" included).
+    A row of 16 million tokens became a Python list of 16 million ints (about 0.5 GB a row, three example
+    rows at once) to show 160 characters of it. Other values are taken whole."""
+    if isinstance(values.dtype, pl.List):
+        return values.list.head(EXAMPLE_VALUE_MAX_CHARS)
+    return values
+
+
 def _has_repeats(key: pl.Series) -> bool:
     """Whether a value of ``key`` (the candidate keys of a whole shard, one per row) occurs twice.
     Integer keys without nulls (the row hashes of ``dup.exact_in_shard``): one numpy sort of a copy
@@ -519,7 +587,7 @@ def _second_pass(sub: pl.DataFrame | None, failed: dict[int, np.ndarray], row_ch
             except ENGINE_ERRORS as exc:
                 _note(unshown, i, "example values", exc)
                 continue
-            examples[i] = dict(zip((int(r) for r in got["__row"].to_list()), got["__e"].to_list()))
+            examples[i] = dict(zip((int(r) for r in got["__row"].to_list()), _shown_prefix(got["__e"]).to_list()))
     return details, examples
 
 
@@ -708,14 +776,19 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
         if single is not None:
             yield single
             return
+        # each batch is let go (``del``) before the next is read: a loop variable would hold it while the
+        # reader decodes the next one (two batches of rows over the target at once: 117 MB rows, +117 MB)
         if not kept:
             for df in reader.batches(needed, per or 1, want, ramp=ramp):
                 yield df.lazy()
+                del df
             return
         off = 0  # the sampled columns' rows of each batch of the others
         for df in reader.batches(rest, per or 1, {c: want[c] for c in rest}, ramp=ramp):
-            yield df.hstack(sampled.slice(off, df.height).select(kept).get_columns()).select(needed).lazy()  # type: ignore[union-attr]
-            off += df.height
+            h = df.height
+            yield df.hstack(sampled.slice(off, h).select(kept).get_columns()).select(needed).lazy()  # type: ignore[union-attr]
+            del df
+            off += h
 
     n = 0
     rows_acc: dict[int, list[np.ndarray]] = {i: [] for i in in_query}
@@ -748,6 +821,7 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
             elif j in b.payload:
                 stat_parts[j].append(b.payload[j])
         n += b.n
+        del lf, b  # the batch and its query's results are not held while the next batch is read
 
     skipped: list[Skipped] = []
     for i, why in broken_c.items():
@@ -814,10 +888,19 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
             if i in retyped:  # a value the reader could not read is no candidate
                 shared = shared[~np.isin(shared, retyped[i])]
             try:
-                sub = reread(shared)
-                if sub is None:
-                    raise Unreadable("reading the candidate rows again failed")
-                rows = _decided_rows(rc.refine(sub), earlier, i)
+                per_row = reader.size(needed)[1] if single is None else None
+                verified: Any
+                if per_row and shared.size * per_row > REREAD_BYTES:  # candidates of more than one read
+                    verified = _refine_in_groups(
+                        rc.refine, key, shared, lambda r: reader.read_rows(r.tolist(), needed, want, per or 1),
+                        int(BATCH_TARGET_BYTES // per_row))
+                else:
+                    sub = reread(shared)
+                    if sub is None:
+                        raise Unreadable("reading the candidate rows again failed")
+                    verified = rc.refine(sub)
+                    del sub
+                rows = _decided_rows(verified, earlier, i)
             except ENGINE_ERRORS as e:  # Unreadable included
                 skipped.append(Skipped(rc.check, f"could not verify the candidates on this shard: "
                                        f"{e.reason if isinstance(e, Unreadable) else _first_line(e)}", error=True))
@@ -936,6 +1019,10 @@ def _audit_data(data: CheckInput, cfg: Config, rel: str, fmt: str, content_hash:
                           cfg.labels.ignore, spans=cfg.sft.response_template_ids is not None,
                           pad=cfg.tokens.pad_token_id)
     side = _padding_side(cfg, roles, schema, sampler)
+    # the first rows sampled for the layout are let go before the shard is read (``held``, the columns
+    # read whole, stays: the read takes them): at least one row, they were held through the whole read
+    # (a row of 117 MB beside every batch of a shard of such rows)
+    sampler.given.clear()
     plan, named = _plan_for(cfg, roles, schema, rel, cross_shard, data.unrendered_pairs, layout.name,
                             data.chat_template, read_as or fmt, side)
     row_checks, skipped = plan.row_checks, list(plan.skipped)
@@ -1050,8 +1137,8 @@ class _Sampler:
     def _whole(self, cols: list[str]) -> pl.DataFrame | None:
         data = self.data
         reader = data.stream
-        if reader is None or not cols or not reader.holds(cols):
-            return None
+        if reader is None or not cols or not reader.holds(cols) or reader.rescans:
+            return None  # a streamed reader (rescans) has no one-read path: nothing to size for it
         rows, per_row = reader.size(cols)
         if rows is None or per_row is None:  # known only by reading rows (streamed formats): sampled apart
             return None

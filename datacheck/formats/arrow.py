@@ -15,8 +15,17 @@ converted per batch where polars cannot take the Arrow type as stored
 (:func:`datacheck.formats.arrowtypes.arrow_for_polars`; a column with no polars equivalent is left out with
 one ``schema.dtype`` finding, counted over the whole shard), and cut into frames of the engine's rows.
 
-Memory: one record batch of the file plus one engine batch. A file written as one huge record batch
-(``polars.DataFrame.write_ipc`` of a rechunked frame) is still held whole while it is cut.
+Batches are bounded by rows and by bytes (:meth:`IpcStream.batches`, as the JSONL and CSV/TSV
+readers' are): a record batch is cut into zero-copy slices of at most 1/8 of the byte budget
+(:func:`byte_slices`), which are joined into batches of the engine's rows or
+:data:`~datacheck.model.constants.BATCH_MAX_BYTES`, whichever comes first, so a record batch of huge rows
+is converted to polars and checked a slice at a time. The engine sizes its batches by the file's bytes
+per row counted at open (:meth:`IpcStream.size`), not by a sample of its first rows.
+
+Memory: one record batch of the file (pyarrow reads a record batch's buffers whole; no part of one can
+be read alone) plus one engine batch of at most the byte budget. A file written as one huge record
+batch (``polars.DataFrame.write_ipc`` of a rechunked frame) is still read whole, but converted and
+checked a slice at a time.
 
 ``ShardData.lf`` for the other consumers (inspect, clean, contracts, schema infer) is a
 ``polars.io.plugins.register_io_source`` scan over the same batches (projection and ``n_rows``
@@ -32,9 +41,9 @@ import polars as pl
 
 from datacheck.formats.arrowtypes import arrow_for_polars, needs_conversion, validate_arrow
 from datacheck.formats.base import Format, ReadOptions, ShardData, normalize_shard
-from datacheck.formats.batches import StreamedReader, cast_batches
+from datacheck.formats.batches import BudgetedStreamedReader, cast_batches
 from datacheck.formats.rewrite import TableRewrite
-from datacheck.formats.stream_source import lazy_source
+from datacheck.formats.stream_source import budget, lazy_source, recut
 from datacheck.io.shardbytes import Unreadable, read_bytes
 from datacheck.io.stores import is_url
 from datacheck.model.findings import Finding
@@ -43,6 +52,34 @@ __all__ = ["FORMAT", "IpcStream", "open_arrow", "read_table"]
 
 #: rows handed to polars at once by the LazyFrame scan when polars gives no batch size
 _SCAN_ROWS = 65_536
+#: a record batch is cut into pieces of at most 1/8 of a batch's byte budget (or one row) before the
+#: pieces are joined into the engine's batches: the byte count of a batch is then exact to within one
+#: piece, however unevenly a record batch's bytes are spread over its rows (small rows, then huge ones)
+PIECES_PER_BATCH = 8
+
+
+def byte_slices(rb: Any, limit: int) -> Iterator[Any]:
+    """``rb`` (a pyarrow RecordBatch) as zero-copy slices in row order, each holding at most ``limit``
+    bytes (``RecordBatch.nbytes`` of the slice: the buffers its rows use) or a single row: a slice over
+    the limit is halved until it fits. A record batch within the limit is one slice (one ``nbytes``
+    call: uniform small rows cost nothing). Zero-row batches yield nothing."""
+    todo = [(0, rb.num_rows)]
+    while todo:
+        off, n = todo.pop()
+        if n == 0:
+            continue
+        piece = rb.slice(off, n)
+        if n == 1 or piece.nbytes <= limit:
+            yield piece
+            continue
+        half = n // 2
+        todo += [(off + half, n - half), (off, half)]  # the first half next: row order kept
+
+
+def _join_tables(tables: list[Any]) -> Any:
+    import pyarrow as pa
+
+    return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
 
 
 def _check_names(schema: Any) -> None:
@@ -84,7 +121,7 @@ def _reason(head: bytes, exc: BaseException) -> str:
 
 
 @dataclass
-class IpcStream(StreamedReader):
+class IpcStream(BudgetedStreamedReader):
     """An Arrow IPC file's rows as batches read straight from the file (see the module docstring).
 
     Attributes:
@@ -93,6 +130,8 @@ class IpcStream(StreamedReader):
         schema: ``{column: dtype}`` polars gives the converted batches.
         rows: the rows of the file.
         convert: some column needs :func:`arrow_for_polars` before polars sees it.
+        total_bytes: ``{column: Arrow bytes of the whole file's column}`` (``Array.nbytes`` summed over
+            the record batches at open): :meth:`size`'s bytes per row.
     """
 
     path: Path
@@ -101,6 +140,16 @@ class IpcStream(StreamedReader):
     schema: dict[str, pl.DataType] = field(default_factory=dict)
     rows: int = 0
     convert: bool = False
+    total_bytes: dict[str, int] = field(default_factory=dict)
+
+    def size(self, columns: list[str]) -> tuple[int | None, float | None]:
+        """(rows, Arrow bytes of one row of ``columns`` on average over the file), both counted at open,
+        no read: the engine sizes its batches (and decides whether the shard is one read) by the whole
+        file, never by a sample of its first rows, which may be far smaller than the later ones (or, huge,
+        take gigabytes to sample). (rows, None) for a file of no rows."""
+        if not self.rows:
+            return int(self.rows), None
+        return int(self.rows), sum(self.total_bytes.get(c, 0) for c in columns) / self.rows
 
     def record_batches(self, columns: list[str] | None = None) -> Iterator[Any]:
         """The file's record batches in order (only ``columns`` when given), each fully validated.
@@ -114,22 +163,22 @@ class IpcStream(StreamedReader):
                     it: Iterator[Any] = (reader.get_batch(i) for i in range(reader.num_record_batches))
                 else:
                     it = iter(pa.ipc.open_stream(src))
-                for i, rb in enumerate(it):
+                i = 0
+                # no enumerate: it keeps its last (index, batch) tuple while the next batch is read,
+                # holding two record batches at once (two 240 MB batches: 589 MiB peak instead of 347)
+                for rb in it:
                     if columns is not None:
                         rb = rb.select(columns)
                     validate_arrow(rb, f"record batch {i}" if self.file_form else f"the stream (record batch {i})")
                     yield rb
+                    del rb  # not held while the next one is read: one record batch at a time
+                    i += 1
         except Unreadable:
             raise
         except (Exception, pl.exceptions.PanicException) as exc:  # noqa: BLE001 - any reader failure
             raise Unreadable(_reason(self.head, exc)) from None
 
-    def _frame(self, pieces: list[Any]) -> pl.DataFrame:
-        import pyarrow as pa
-
-        table = pa.Table.from_batches(pieces) if pieces else None
-        if table is None:
-            return pl.DataFrame(schema=self.schema)
+    def _frame(self, table: Any) -> pl.DataFrame:
         if self.convert:
             table, _ = arrow_for_polars(table)
         try:
@@ -138,27 +187,32 @@ class IpcStream(StreamedReader):
             raise Unreadable(f"reading the data failed: {str(exc).splitlines()[0] if str(exc) else exc}") from None
 
     def batches(self, columns: list[str] | None, rows: int,
-                want: dict[str, pl.DataType] | None = None, ramp: bool = False) -> Iterator[pl.DataFrame]:
-        """The ``columns`` (all when None) in frames of ``rows`` rows (the last may be shorter), in
-        row order, with the dtypes of :attr:`schema`, cast to ``want`` (when given). Raises
-        :class:`Unreadable`."""
-        yield from cast_batches(self._frames(columns, rows), want)
+                want: dict[str, pl.DataType] | None = None, ramp: bool = False,
+                max_bytes: int | None = None) -> Iterator[pl.DataFrame]:
+        """The ``columns`` (all when None) in frames of ``rows`` rows or ``max_bytes`` Arrow bytes (None:
+        :data:`~datacheck.formats.stream_source.BATCH_BYTES`), whichever comes first (at least one row; the
+        last may be shorter; :func:`~datacheck.formats.stream_source.recut` over the record batches cut
+        by :func:`byte_slices` into pieces of at most 1/:data:`PIECES_PER_BATCH` of the budget), in row
+        order, with the dtypes of :attr:`schema`, cast to ``want`` (when given): a record batch of huge
+        rows is handed out in slices, never converted whole. Raises :class:`Unreadable`."""
+        yield from cast_batches(self._frames(columns, rows, budget(max_bytes)), want)
 
-    def _frames(self, columns: list[str] | None, rows: int) -> Iterator[pl.DataFrame]:
-        pending: list[Any] = []
-        have = 0
-        for rb in self.record_batches(columns):
-            off = 0
-            while off < rb.num_rows:
-                take = min(rows - have, rb.num_rows - off)
-                pending.append(rb.slice(off, take))
-                have += take
-                off += take
-                if have == rows:
-                    yield self._frame(pending)
-                    pending, have = [], 0
-        if have:
-            yield self._frame(pending)
+    def _frames(self, columns: list[str] | None, rows: int, limit: int) -> Iterator[pl.DataFrame]:
+        import pyarrow as pa
+
+        piece = max(1, limit // PIECES_PER_BATCH)
+
+        def tables() -> Iterator[Any]:
+            for rb in self.record_batches(columns):
+                slices = byte_slices(rb, piece)
+                del rb  # held by its slices only: freed once the last of them is handed on
+                for s in slices:
+                    yield pa.Table.from_batches([s])
+                del slices
+
+        for table in recut(tables(), max(1, rows), join=_join_tables, weigh=lambda t: t.nbytes, max_bytes=limit):
+            yield self._frame(table)
+            del table
 
     def lazy(self) -> pl.LazyFrame:
         """The rows as a LazyFrame that reads the file again when collected."""
@@ -191,7 +245,13 @@ def open_arrow(path: Path) -> ShardData:
     except (Exception, pl.exceptions.PanicException) as exc:  # noqa: BLE001 - any reader failure
         raise Unreadable(_reason(head, exc)) from None
     _check_names(arrow_schema)
-    stream.rows = sum(rb.num_rows for rb in stream.record_batches())
+    totals = dict.fromkeys(arrow_schema.names, 0)
+    for rb in stream.record_batches():
+        stream.rows += rb.num_rows
+        for k, name in enumerate(rb.schema.names):
+            totals[name] += rb.column(k).nbytes
+        del rb  # not held while the next record batch is read
+    stream.total_bytes = totals
     stream.convert = needs_conversion(arrow_schema)
     findings: list[Finding] = []
     empty = pa.Table.from_batches([], schema=arrow_schema)

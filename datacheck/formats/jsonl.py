@@ -82,7 +82,7 @@ from datacheck.formats.jsonvalues import (
     mixed_types_finding,
 )
 from datacheck.formats.records import RecordLayoutError, json_array_records
-from datacheck.formats.rewrite import RecordsRewrite
+from datacheck.formats.rewrite import JsonArrayRewrite, RecordsRewrite
 from datacheck.formats.stream_source import ahead, budget, lazy_source, recut_frames
 from datacheck.io.shardbytes import READ_ERRORS, Unreadable, read_bytes
 from datacheck.io.structs import sorted_fields, with_sorted_fields
@@ -562,7 +562,5 @@ FORMAT = Format(
         "json": tuple(".json" + c for c in ("", ".gz", ".zst")),
     },
     sniff=sniff,
-    rewrite={"jsonl": RecordsRewrite(jsonl=True)},
-    refusals={"json": "datacheck clean rewrites JSON Lines, CSV, parquet and Arrow shards, not a JSON array file; "
-                      "convert it to JSON Lines first (one object per line)"},
+    rewrite={"jsonl": RecordsRewrite(jsonl=True), "json": JsonArrayRewrite()},
 )

@@ -19,7 +19,8 @@ seeked over, never read), and only for the chunks the footer cannot clear:
 - a chunk of a list column whose values decode to more than the bound (the footer's ``num_values``
   times the value's Arrow width): a row of more is possible there, and neither the footer nor pyarrow
   (no page index) says which row holds what. Each data page's header and the first bytes of its
-  repetition levels are read (the page decompressed only that far where the codec allows): a page
+  repetition levels are read (the page decompressed only that far where the codec allows: all but
+  BROTLI, whose pages are decompressed whole, one at a time): a page
   whose levels are one run above 0 starts no row; only where the pages a row may span add up to more
   than the bound are the chunk's levels read whole, page by page, and counted into rows, naming the
   first row over the bound (:class:`LongRow`: a list of 10**8 int32 in row 500 of 1,000, 4.6 MB on
@@ -583,6 +584,70 @@ def _snappy_prefix(data: bytes | memoryview, n: int) -> bytes:
     return bytes(out[:n])
 
 
+def _lz4_prefix(data: bytes | memoryview, n: int) -> bytes:
+    """The first ``n`` bytes (fewer when the block is shorter) a raw LZ4 block (the LZ4 block format:
+    sequences of a token, literals, a 2-byte little-endian offset and a match) decompresses to, read
+    sequence by sequence without the rest. Raises :class:`_Bad` for a block that does not parse."""
+    buf = memoryview(data)
+    pos, end = 0, buf.nbytes
+    out = bytearray()
+
+    def length(base: int) -> int:
+        nonlocal pos
+        if base != 15:
+            return base
+        while True:
+            if pos >= end:
+                raise _Bad("lz4")
+            b = buf[pos]
+            pos += 1
+            base += b
+            if b != 255:
+                return base
+
+    while len(out) < n:
+        if pos >= end:
+            break
+        token = buf[pos]
+        pos += 1
+        lit = length(token >> 4)
+        if pos + lit > end:  # literals past the bytes given (a prefix of the block): enough of them, or cut
+            out += buf[pos:end]
+            if len(out) < n:
+                raise _Bad("lz4")
+            break
+        out += buf[pos:pos + lit]
+        pos += lit
+        if len(out) >= n or pos >= end:  # enough, or the block's last sequence (literals only)
+            break
+        if pos + 2 > end:
+            raise _Bad("lz4")
+        back = int.from_bytes(buf[pos:pos + 2], "little")
+        pos += 2
+        size = length(token & 15) + 4
+        if not 0 < back <= len(out):
+            raise _Bad("lz4")
+        for _ in range(min(size, n - len(out))):  # a match may overlap what it writes
+            out.append(out[-back])
+    return bytes(out[:n])
+
+
+def _hadoop_lz4_prefix(data: bytes | memoryview, n: int, size: int, compressed: int | None) -> bytes:
+    """The first ``n`` bytes of a parquet ``LZ4`` page body (``size`` bytes decompressed, ``compressed``
+    on disk) from its first bytes ``data``: Hadoop's framing (a 4-byte big-endian decompressed size of at
+    most ``size``, a 4-byte big-endian compressed size within the body, then a raw block: its prefix),
+    else one raw LZ4 block (older writers), as :func:`_hadoop_lz4` reads the whole body. A raw block's
+    first 4 bytes read as a decompressed size of at least 2**28 (its first token holds literals), more
+    than a page the screen reads (``max_row_bytes``), so the two do not mix. Raises :class:`_Bad`."""
+    buf = memoryview(data)
+    if buf.nbytes >= 8:
+        out_n = int.from_bytes(buf[:4], "big")
+        in_n = int.from_bytes(buf[4:8], "big")
+        if out_n <= size and (compressed is None or 8 + in_n <= compressed):
+            return _lz4_prefix(buf[8:8 + in_n], min(n, out_n))
+    return _lz4_prefix(buf, n)
+
+
 def _uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
     out = shift = 0
     for _ in range(10):
@@ -597,16 +662,24 @@ def _uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
     raise _Bad("varint")
 
 
-def _inflate(body: bytes, codec: str, size: int, head: int | None = None) -> bytes | memoryview | None:
+def _inflate(body: bytes, codec: str, size: int, head: int | None = None,
+             compressed: int | None = None) -> bytes | memoryview | None:
     """The decompressed page body (``size`` bytes), or its first ``head`` bytes at least where the codec
-    reads a prefix alone (uncompressed, snappy, zstd, gzip); None for a codec this build cannot
-    decompress (LZO). Raises :class:`_Bad` when it does not decompress."""
+    reads a prefix alone (uncompressed, snappy, LZ4 raw and Hadoop-framed LZ4, zstd, gzip; ``compressed``:
+    the body's bytes on disk where ``body`` is only its first bytes); None for a codec this build cannot
+    decompress (LZO). BROTLI has no prefix read here (pyarrow's codec decompresses a whole body, and the
+    ``brotli`` package that streams is no dependency): its page is decompressed whole, as pyarrow's own
+    read of it does, one page at a time. Raises :class:`_Bad` when it does not decompress."""
     if codec == "UNCOMPRESSED":
         return memoryview(body)
     if head is not None:
         try:
             if codec == "SNAPPY":
                 return _snappy_prefix(body, head)
+            if codec == "LZ4_RAW":
+                return _lz4_prefix(body, head)
+            if codec == "LZ4":
+                return _hadoop_lz4_prefix(body, head, size, compressed)
             if codec == "ZSTD":
                 import io
 
@@ -652,7 +725,7 @@ def _levels(f: BinaryIO, at: int, h: _Header, codec: str, head: int | None) -> m
     got: bytes | memoryview | None = None
     if head is not None and h.compressed > _PREFIX_BYTES:  # the body's first bytes, where they decompress alone
         try:
-            got = _inflate(f.read(_PREFIX_BYTES), codec, h.uncompressed, head + 4)
+            got = _inflate(f.read(_PREFIX_BYTES), codec, h.uncompressed, head + 4, h.compressed)
         except _Bad:
             got = None
         if got is not None and memoryview(got).nbytes < min(head + 4, h.uncompressed):
@@ -725,7 +798,9 @@ def _long_row(f: BinaryIO, start: int, end: int, metadata: Any, col: Any, g: int
 
     A screen first, from each data page's header and the first bytes of its repetition levels (a
     page's body decompressed only as far as those bytes where the codec allows: uncompressed, snappy,
-    zstd, gzip): a page whose levels are one run above 0 starts no row, so a row spans it whole; a row
+    LZ4 (raw and Hadoop-framed), zstd, gzip; a BROTLI page is decompressed whole, one at a time: memory
+    one page's uncompressed bytes, time a full decompression of every data page of the chunk): a page
+    whose levels are one run above 0 starts no row, so a row spans it whole; a row
     holds at most the values of the pages it touches. Only where that bound passes ``limit`` over the
     value width (pages inside a long row) are the chunk's levels read whole (every page decompressed,
     one at a time) to count each row's values and name the row (``look`` False: not read; the row is

@@ -8,6 +8,9 @@ protocol, how ``datacheck clean`` writes the kept rows of a shard in its own for
   compared row by row with the input's content hashes.
 - :class:`TableRewrite` (parquet, Arrow IPC: :func:`rewrite_table`): rows read and written with
   pyarrow (schema and its metadata, e.g. Hugging Face features, kept; the same writer kind).
+- :class:`JsonArrayRewrite` (a ``.json`` file of one JSON array of records: :func:`rewrite_json_array`):
+  the kept elements copied as their original bytes inside the input's brackets and separators, the
+  dropped ones to a JSON array quarantine.
 - :class:`RecordsRewrite` (JSONL, CSV/TSV: :func:`rewrite_records`): JSONL records copied as their
   original line bytes, CSV/TSV records re-written with the same separator and quote character;
   the input's line break (CRLF stays CRLF) and UTF-8 byte order mark kept. Records that do not
@@ -19,8 +22,8 @@ protocol, how ``datacheck clean`` writes the kept rows of a shard in its own for
 
 Row content hash (``"xxh3-128:<32 hex>"``): datacheck's one row encoding
 (:func:`datacheck.io.rowhash.row_hash_series`, the same as the cross-shard duplicate checks) over
-every column in order. Parquet/Arrow: the table's columns; JSONL: the records parsed as the reader
-parses them, with the input's dtypes; CSV: the record's fields as strings. A record that does not
+every column in order. Parquet/Arrow: the table's columns; JSONL (and a JSON array's elements, each
+written as one line of JSON): the records parsed as the reader parses them, with the input's dtypes; CSV: the record's fields as strings. A record that does not
 parse: the XXH3-128 of its raw line bytes (``datacheck.io.hashing.hash_bytes``).
 
 A format name with no rewrite is refused (:class:`RewriteRefused`, naming the format and why:
@@ -39,16 +42,25 @@ from typing import Any, Callable, ClassVar, Protocol
 import polars as pl
 
 from datacheck.formats.arrowtypes import write_table
-from datacheck.formats.records import RecordLayoutError, RecordSplit, csv_records, jsonl_records, strip_bom
+from datacheck.formats.records import (
+    RecordLayoutError,
+    RecordSplit,
+    csv_records,
+    json_array_records,
+    jsonl_records,
+    strip_bom,
+)
 from datacheck.io.hashing import hash_bytes
 from datacheck.io.rowhash import row_hash_series
+from datacheck.io.safejson import element_spans
 from datacheck.io.shardbytes import LongLine, bounded_line_chunks, read_bytes
 from datacheck.io.stores import is_url
 from datacheck.model.constants import MAX_ROW_BYTES
 from datacheck.model.errors import InternalError, UsageError
 
-__all__ = ["META_COLUMNS", "RAW_COLUMN", "RecordsRewrite", "RewriteJob", "RewriteRefused", "Rewriter", "Rewritten",
-           "TableRewrite", "WriteBytes", "compressed_as", "rewrite_records", "rewrite_table", "row_hashes"]
+__all__ = ["META_COLUMNS", "RAW_COLUMN", "JsonArrayRewrite", "RecordsRewrite", "RewriteJob", "RewriteRefused", "Rewriter", "Rewritten",
+           "TableRewrite", "WriteBytes", "compressed_as", "rewrite_json_array", "rewrite_records", "rewrite_table",
+           "row_hashes"]
 
 #: Columns added to quarantined rows.
 META_COLUMNS = ("_datacheck_row", "_datacheck_line", "_datacheck_shard", "_datacheck_checks", "_datacheck_row_hash")
@@ -138,6 +150,16 @@ class RecordsRewrite:
 
     def __call__(self, job: RewriteJob, target: Path, quarantine: Path, write: WriteBytes) -> Rewritten:
         return rewrite_records(self.jsonl, job, target, quarantine, write)
+
+
+@dataclass(frozen=True)
+class JsonArrayRewrite:
+    """The rewrite of a JSON array file (format ``json``): :func:`rewrite_json_array`."""
+
+    mode: ClassVar[str] = "records"
+
+    def __call__(self, job: RewriteJob, target: Path, quarantine: Path, write: WriteBytes) -> Rewritten:
+        return rewrite_json_array(job, target, quarantine, write)
 
 
 # --------------------------------------------------------------------------------------------- row hashes
@@ -486,7 +508,9 @@ def rewrite_records(jsonl: bool, job: RewriteJob, target: Path, quarantine: Path
         lossy = {rec.line for rec, _ in quar if rec.invalid_utf8}
         qgot = []
         qrows: list[tuple[int, str]] = []  # (line, object text without the meta columns)
-        for line in qback.decode("utf-8").splitlines():
+        # split at "\n" only: json.dumps(ensure_ascii=False) leaves U+2028, U+2029 and NEL raw inside
+        # strings (a value or shard name holding one), which str.splitlines would cut a record at
+        for line in filter(None, qback.decode("utf-8").split("\n")):
             obj = json.loads(line)
             meta = {k: obj.pop(k) for k in META_COLUMNS}
             if _RAW in obj:  # a record that does not parse: its raw text (lossy only for invalid UTF-8)
@@ -521,3 +545,93 @@ def rewrite_records(jsonl: bool, job: RewriteJob, target: Path, quarantine: Path
                             f"quarantined {len(quar)} of {len(recs)})")
     return Rewritten(input_rows=len(recs), kept=len(kept), kept_rows=kept_rows,
                      reasons=[why for _rec, why in quar], blank_lines=blank)
+
+
+def _json_array_split(raw: bytes, rel: str, limit: int) -> tuple[bytes, bytes, list[dict[str, Any]], list[int],
+                                                                  Any, Any]:
+    """(byte order mark, text after it, elements, their 1-based start lines, span starts, span ends) of
+    a JSON array file, parsed as the audit parses it
+    (:func:`~datacheck.formats.records.json_array_records`, the same ``limit``); the spans
+    (:func:`~datacheck.io.safejson.element_spans`) are each element's bytes. Raises
+    :class:`InternalError` when the file does not parse as the audit read it."""
+    data, nbom = strip_bom(raw)
+    try:
+        values, lines = json_array_records(raw, limit)
+    except RecordLayoutError as exc:
+        raise InternalError(f"{rel}: the audit read this JSON array but it does not parse now: {exc}") from None
+    starts, ends = element_spans(data)
+    if len(starts) != len(values):
+        raise InternalError(f"{rel}: {len(values)} elements parse but {len(starts)} element spans were found")
+    return raw[:nbom], data, values, lines, starts, ends
+
+
+def _element_hashes(values: list[dict[str, Any]], schema: dict[str, pl.DataType] | None
+                    ) -> tuple[list[str], dict[str, pl.DataType] | None]:
+    """Row hashes of JSON array elements: each written as one line of JSON and hashed as a JSONL
+    record (:func:`_jsonl_hashes`, with ``schema`` when given)."""
+    return _jsonl_hashes([json.dumps(v, ensure_ascii=False) for v in values], schema)
+
+
+def rewrite_json_array(job: RewriteJob, target: Path, quarantine: Path, write: WriteBytes) -> Rewritten:
+    """Rewrite a JSON array file (one top-level array of objects; LLaMA-Factory's and FastChat's data
+    files): its elements are its rows, numbered as the audit numbers them (0-based element index; the
+    line of a row is the line its element starts on, none when two elements start on one line).
+
+    The copy (``target``, compressed as its name says) is the input's bytes less the dropped
+    elements: the UTF-8 byte order mark, the text before the first element and after the last one
+    (the brackets and their whitespace) and each kept element's bytes stay as they were, and each
+    kept element is followed by the separator that followed it in the input (the one after the last
+    kept element dropped), so an input with nothing dropped is copied byte for byte and an indented
+    file stays indented. The quarantine (``quarantine``, only when rows are dropped) is a JSON array
+    of the dropped elements, one a line, with the meta columns (:data:`META_COLUMNS`). Both are read
+    back and compared element by element with the input's content hashes (:func:`_element_hashes`).
+
+    Memory: the file is held whole, parsed (as the audit holds it) and copied once more; an element
+    of more than ``[dataset] max_row_bytes`` makes the audit read the file as unreadable, and this
+    rewrite refuses it the same way.
+
+    Raises:
+        InternalError: the file does not parse as the audit read it (rows or elements differ), or
+            the written rows differ from the input.
+    """
+    limit = int(getattr(job.dataset, "max_row_bytes", None) or MAX_ROW_BYTES)
+    raw = read_bytes(job.source)
+    bom, data, values, lines, starts, ends = _json_array_split(raw, job.rel, limit)
+    if len(values) != job.rows:
+        raise InternalError(f"{job.rel}: {len(values)} elements parse here but the audit read {job.rows} rows")
+    hashes, schema = _element_hashes(values, None)
+    keep_idx = [i for i in range(len(values)) if i not in job.reasons]
+    drop_idx = sorted(i for i in job.reasons if 0 <= i < len(values))
+    if not values:
+        body = data
+    else:
+        parts = [data[:int(starts[0])]]
+        for k, i in enumerate(keep_idx):
+            parts.append(data[int(starts[i]):int(ends[i])])
+            if k + 1 < len(keep_idx):
+                parts.append(data[int(ends[i]):int(starts[i + 1])])  # the separator that followed it
+        parts.append(data[int(ends[-1]):])
+        body = b"".join(parts)
+    write(target, _compress(target.name, bom + body))
+    by_line = len(set(lines)) == len(lines)
+    if drop_idx:  # a quarantine file only for a shard that lost rows
+        objs = [{**values[i], "_datacheck_row": i, "_datacheck_line": lines[i] if by_line else None,
+                 "_datacheck_shard": job.rel, "_datacheck_checks": sorted(job.reasons[i]),
+                 "_datacheck_row_hash": hashes[i]} for i in drop_idx]
+        qbody = "[\n" + ",\n".join(json.dumps(o, ensure_ascii=False) for o in objs) + "\n]\n"
+        write(quarantine, _compress(quarantine.name, qbody.encode("utf-8")))
+    # proof: read back what was written and compare per-row content hashes with the input, in order
+    back = _json_array_split(read_bytes(target), job.rel, limit)[2]
+    got_kept = _element_hashes(back, schema)[0] if back else []
+    q_rows: list[int] = []
+    got_q: list[str] = []
+    if drop_idx:
+        qvals, _ = json_array_records(read_bytes(quarantine))
+        q_rows = [int(q.pop("_datacheck_row")) for q in qvals]
+        for q in qvals:
+            for name in META_COLUMNS[1:]:
+                q.pop(name)
+        got_q = _element_hashes(qvals, schema)[0]
+    _verify(job.rel, hashes, keep_idx, got_kept, drop_idx, got_q, q_rows)
+    return Rewritten(input_rows=len(values), kept=len(keep_idx), kept_rows=len(keep_idx),
+                     reasons=[sorted(job.reasons[i]) for i in drop_idx])

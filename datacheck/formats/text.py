@@ -573,7 +573,8 @@ def rewrite_text(job: RewriteJob, target: Path, quarantine: Path, write: WriteBy
         write(qpath, ("\n".join(lines) + "\n").encode("utf-8"))
     # proof: read back what was written and compare per-row content hashes with the input, in order
     got = _hashes(_rows_of(target, sample_by, max_row)[0]) if written else []
-    qrecs = [json.loads(x) for x in qpath.read_text(encoding="utf-8").splitlines()] if dropped else []
+    # lines split at "\n" only: a row or shard name holding U+2028, U+2029 or NEL is written raw by json.dumps
+    qrecs = [json.loads(x) for x in qpath.read_bytes().decode("utf-8").split("\n") if x] if dropped else []
     qgot = [(int(q["_datacheck_row"]), h) for q, h in zip(qrecs, _hashes([q[COLUMN] for q in qrecs]))]
     if (got != [hashes[r] for r in keep_idx] or qgot != [(r, hashes[r]) for r in dropped]
             or any(set(q) != {COLUMN, *META_COLUMNS} for q in qrecs)):

@@ -29,7 +29,7 @@ from urllib.parse import unquote
 from datacheck.io.bounded import dangling_link, special_kind
 from datacheck.io.hfmeta import DATASET_DICT_NAME, hf_data_files, read_dataset_dict
 from datacheck.io.hubsplits import HubSplits, glob_literal, hub_splits
-from datacheck.io.stores import filesystem, is_url, join_url, scheme_of
+from datacheck.io.stores import filesystem, is_url, join_url, scheme_of, unreachable_message
 from datacheck.model.errors import UsageError
 
 __all__ = ["discover", "Discovery", "declared_splits", "DiscoveredShard", "ShardRules", "TEMP_PATTERNS",
@@ -339,12 +339,14 @@ def _list_url(arg: str) -> tuple[Any, str, str, dict[str, dict[str, Any]], bool]
     object under a prefix (recursively), or the objects matching a glob.
 
     Raises:
-        UsageError: nothing exists at the URL, the store cannot be reached (``ftp://`` and ``sftp://``
-            connect when opened) or listed (the message names it).
+        UsageError: nothing exists at the URL, the store's endpoint cannot be reached (named as such,
+            never as a missing object; ``ftp://`` and ``sftp://`` connect when opened) or listed (the
+            message names it).
     """
     try:
         fs, path = filesystem(arg)
     except OSError as exc:  # a file system that connects when made (ftp://, sftp://): an unknown host, a refusal
+        _refuse_unreachable(arg, exc)
         raise UsageError(f"{arg}: cannot connect ({type(exc).__name__}: "
                          f"{str(exc).splitlines()[0] if str(exc) else ''}); check the URL, the host and the "
                          "store's credentials") from None
@@ -365,16 +367,30 @@ def _list_url(arg: str) -> tuple[Any, str, str, dict[str, dict[str, Any]], bool]
             return fs, scheme, path.rpartition("/")[0], {path: fs.info(path)}, True
         found = fs.find(path, detail=True)
     except (OSError, ValueError) as exc:
+        _refuse_unreachable(arg, exc)
         raise UsageError(f"{arg}: cannot list it ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); "
                          "check the URL and the store's credentials") from None
     except Exception as exc:  # noqa: BLE001 - a store client's own error (credentials, endpoint) is a usage error
+        _refuse_unreachable(arg, exc)
         raise UsageError(f"{arg}: cannot list it ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
                          "check the URL, the endpoint (AWS_ENDPOINT_URL) and the store's credentials") from None
     files = {k.rstrip("/"): v for k, v in found.items() if v.get("type", "file") == "file"}
     if not files:
+        try:  # a client that answers "nothing" when it could not connect (fsspec's http://): ask once more, for why
+            fs.info(path)
+        except Exception as exc:  # noqa: BLE001 - only a connection error in its chain changes the message
+            _refuse_unreachable(arg, exc)
         raise UsageError(f"{arg}: no such object or prefix (nothing listed under it); give a shard URL, a prefix "
                          "holding shards or a glob")
     return fs, scheme, path, files, False
+
+
+def _refuse_unreachable(arg: str, exc: BaseException) -> None:
+    """Raise a :class:`UsageError` naming the endpoint when ``exc`` says the store could not be reached
+    (:func:`datacheck.io.stores.unreachable_message`), so that it never reads as a missing object."""
+    down = unreachable_message(arg, exc)
+    if down is not None:
+        raise UsageError(f"{arg}: {down}") from None
 
 
 def _discover_urls(urls: list[str], forced_format: str, rules: ShardRules) -> Discovery:

@@ -17,7 +17,7 @@ import numpy as np
 import polars as pl
 
 from datacheck.io.bounded import zstd_cut
-from datacheck.io.stores import filesystem, is_url
+from datacheck.io.stores import filesystem, is_url, unreachable_message
 
 __all__ = ["READ_ERRORS", "LONG_LINE_HEAD", "LongLine", "Unreadable", "bounded_line_chunks", "line_chunks", "read_bytes",
            "store_reason"]
@@ -265,6 +265,11 @@ def bounded_line_chunks(path: Path, chunk_bytes: int, max_line: int | None,
 
 
 def store_reason(url: str, exc: BaseException) -> str:
-    """Why an object of a store could not be read (after the store client's retries)."""
+    """Why an object of a store could not be read (after the store client's retries): an endpoint that
+    could not be reached is named as such (:func:`datacheck.io.stores.unreachable_message`), never as a
+    missing object."""
+    down = unreachable_message(url, exc)
+    if down is not None:
+        return f"cannot read {url} from the object store (after the client's retries): {down}"
     msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return f"cannot read {url} from the object store (after the client's retries): {msg}"

@@ -54,7 +54,9 @@ from __future__ import annotations
 import base64
 import os
 import re
+import socket
 from typing import Any
+from urllib.parse import urlsplit
 
 import xxhash
 
@@ -62,7 +64,8 @@ from datacheck.model.constants import HASH_ALGORITHM
 from datacheck.model.errors import OptionalDependencyError, UsageError
 
 __all__ = ["ENV_RETRIES", "ENV_CHECKSUMS", "STORE_RETRIES", "is_url", "scheme_of", "filesystem", "store_checksum",
-           "hash_object", "object_state", "join_url", "strip_scheme", "store_checksums_enabled"]
+           "hash_object", "object_state", "join_url", "strip_scheme", "store_checksums_enabled",
+           "connection_error", "unreachable_message"]
 
 ENV_RETRIES = "DATACHECK_STORE_RETRIES"
 ENV_CHECKSUMS = "DATACHECK_STORE_CHECKSUMS"
@@ -154,6 +157,69 @@ def filesystem(url: str) -> tuple[Any, str]:
     return fs, path
 
 
+#: class names (anywhere in an exception's MRO) of the store clients' "could not connect" errors: aiohttp's
+#: (fsspec's http://, gcsfs, huggingface_hub's async paths) and botocore's (s3fs); Python's own
+#: ``ConnectionError`` (refused, reset), ``socket.gaierror`` (unknown host) and ``TimeoutError`` are
+#: taken by type
+_CONNECT_ERRORS = frozenset({"ClientConnectorError", "ClientConnectionError", "ServerTimeoutError",
+                             "EndpointConnectionError", "ConnectTimeoutError", "ProxyConnectionError",
+                             "ConnectionClosedError", "ConnectionError", "ConnectError"})
+
+
+def connection_error(exc: BaseException) -> BaseException | None:
+    """The error in ``exc``'s chain (itself, its ``__cause__`` and ``__context__``, however deep) that
+    says the store's endpoint could not be reached (connection refused or reset, unknown host, a
+    connect timeout, botocore's ``EndpointConnectionError``), else None: a missing object, a denied
+    request or any other answer of a reached server is not one. fsspec's ``http://`` filesystem answers
+    ``FileNotFoundError`` for a refused connection; its cause tells them apart."""
+    seen: set[int] = set()
+    todo: list[BaseException] = [exc]
+    while todo:
+        e = todo.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, (ConnectionError, socket.gaierror, TimeoutError)) or any(
+                c.__name__ in _CONNECT_ERRORS for c in type(e).__mro__):
+            return e
+        todo += [x for x in (e.__cause__, e.__context__) if x is not None]
+    return None
+
+
+def _endpoint(url: str, err: BaseException) -> str:
+    """The endpoint an unreachable URL names: ``scheme://host:port`` of an ``http(s)://`` URL, else of the
+    request URL botocore's error carries (``endpoint_url``), else of ``$AWS_ENDPOINT_URL(_S3)`` for
+    ``s3://``, else the URL's scheme and host."""
+    scheme = scheme_of(url)
+    if scheme in ("http", "https"):
+        parts = urlsplit(url)
+        return f"{parts.scheme}://{parts.netloc}"
+    kw = getattr(err, "kwargs", None)
+    req = kw.get("endpoint_url") if isinstance(kw, dict) else None
+    if isinstance(req, str) and "://" in req:
+        parts = urlsplit(req)
+        return f"{parts.scheme}://{parts.netloc}"
+    if scheme in ("s3", "s3a"):
+        env = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+        return env or "the S3 endpoint (AWS's, from AWS_REGION)"
+    return f"{scheme}://{strip_scheme(url).partition('/')[0]}"
+
+
+def unreachable_message(url: str, exc: BaseException) -> str | None:
+    """When ``exc`` is a failure to reach the store (:func:`connection_error`): the message that names the
+    endpoint, the client's reason and what to do, saying that nothing was read (not that the object is
+    missing); else None."""
+    err = connection_error(exc)
+    if err is None:
+        return None
+    endpoint = _endpoint(url, err)
+    detail = str(err).splitlines()[0] if str(err) else type(err).__name__
+    env = " (and AWS_ENDPOINT_URL when it names one)" if scheme_of(url) in ("s3", "s3a") else ""
+    return (f"the endpoint {endpoint} could not be reached ({type(err).__name__}: {detail}), so whether {url} exists is "
+            f"not known: start the server or fix the host and port in the URL{env}, check the network or proxy, "
+            f"and run again")
+
+
 def _s3_checksum(fs: Any, path: str, info: dict[str, Any]) -> str | None:
     """``md5:<hex>`` from an S3 object's ETag when it is the MD5 of the bytes (see the module docstring)."""
     etag = str(info.get("ETag") or info.get("etag") or "").strip('"').lower()
@@ -221,7 +287,7 @@ def hash_object(fs: Any, paths: list[str]) -> tuple[str, int]:
         except OSError:
             raise
         except Exception as exc:  # noqa: BLE001 - a store client's error after its retries is a failed read
-            raise OSError(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else exc}") from None
+            raise OSError(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else exc}") from exc
     return f"{HASH_ALGORITHM}:{h.hexdigest()}", size
 
 
@@ -240,7 +306,7 @@ def object_state(fs: Any, path: str) -> tuple[int, str, str, str]:
     except OSError:
         raise
     except Exception as exc:  # noqa: BLE001 - a store client's error is a failed read
-        raise OSError(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else exc}") from None
+        raise OSError(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else exc}") from exc
     tag = "|".join(str(info.get(k)) for k in ("ETag", "etag", "VersionId", "md5Hash", "crc32c", "generation",
                                               "blob_id", "lfs"))
     modified = "|".join(str(info.get(k)) for k in ("LastModified", "mtime", "updated", "last_commit"))

@@ -10,7 +10,6 @@ from datacheck.model.constants import EXAMPLE_VALUE_MAX_CHARS
 __all__ = ["Severity", "Example", "Finding", "Skipped", "show_value", "clip_message", "EXAMPLE_TEXT",
            "EXAMPLE_POSITION", "EXAMPLE_LENGTH"]
 
-
 class Severity(str, enum.Enum):
     """Severity of a finding. ``error`` fails the gate by default, ``warn`` is reported, ``info`` is statistics."""
 

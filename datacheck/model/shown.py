@@ -8,7 +8,7 @@ from __future__ import annotations
 import html
 import re
 
-__all__ = ["CONTROL", "terminal_safe", "one_line", "md_code", "md_text"]
+__all__ = ["CONTROL", "LINE_BREAKS", "terminal_safe", "one_line", "md_code", "md_text"]
 
 #: characters a terminal acts on instead of showing: the C0 controls but tab and newline, DEL, the
 #: C1 controls (Unicode category Cc), and the bidirectional embeddings, overrides and isolates
@@ -24,12 +24,18 @@ def terminal_safe(text: str) -> str:
     return CONTROL.sub(lambda m: ascii(m.group())[1:-1], text)
 
 
+#: what ends a line for a terminal or for a reader of lines (``str.splitlines``): LF, CR, VT, FF, the
+#: file/group/record separators, NEL, and the Unicode line and paragraph separators
+LINE_BREAKS = re.compile("[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+
+
 def one_line(text: str) -> str:
-    """``text`` with its line breaks written as ``\\r`` / ``\\n``: a line a text output prints (the
-    audit's text report, ``diff``) stays one line when a name or value from the data holds a line
-    break (a shard file named ``"a\\nb.parquet"`` in a message, a skipped reason, an example), as the
-    report table's cells are kept."""
-    return text.replace("\r", "\\r").replace("\n", "\\n")
+    """``text`` with every line break (:data:`LINE_BREAKS`) written as Python's ``repr`` writes it
+    (``\\n``, ``\\r``, ``\\u2028``), so that a name or value from the data (a shard named
+    ``a\\nb.jsonl``) cannot split one line of a text output (the audit's text report, ``diff``,
+    ``inspect``, ``clean``, an error line) over two. Tabs and every other character are kept; the
+    JSON report keeps the exact text."""
+    return LINE_BREAKS.sub(lambda m: ascii(m.group())[1:-1], text)
 
 
 def md_code(text: str) -> str:

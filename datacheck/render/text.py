@@ -8,12 +8,20 @@ from datacheck.model.findings import clip_message
 from datacheck.model.shown import md_code, md_text, one_line, terminal_safe
 from datacheck.report.model import Report
 
-__all__ = ["render_text", "render_markdown", "terminal_safe", "clip_message"]
+__all__ = ["render_text", "render_markdown", "terminal_safe", "terminal_lines", "clip_message", "one_line"]
 
 #: lines of the "Skipped" section of the text view (each line: the checks skipped for one reason)
 MAX_SKIP_LINES = 20
 
 _MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL"}
+
+
+def terminal_lines(lines: list[str]) -> str:
+    """``lines`` as the text a terminal shows, one line each: every line break inside a line escaped
+    (:func:`~datacheck.model.shown.one_line`: a shard named ``a\\nb.jsonl`` cannot split its finding
+    over two lines), every other control character escaped (:func:`terminal_safe`), then joined with
+    newlines and ended with one."""
+    return terminal_safe("\n".join(one_line(line) for line in lines) + "\n")
 
 
 def _rows_txt(f, k: int = 5) -> str:
@@ -253,7 +261,7 @@ def render_text(report: Report, max_message: int = 110, show_passing: bool = Fal
     lines += _ignored_lines(report)
     lines.append("")
     lines.append("'!' marks findings that fail the policy.")
-    return terminal_safe("\n".join(one_line(line) for line in lines) + "\n")
+    return terminal_lines(lines)
 
 
 def render_markdown(report: Report, show_passing: bool = False) -> str:

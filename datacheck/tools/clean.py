@@ -77,7 +77,7 @@ from datacheck.engine.shard import audit_file
 from datacheck.execute.audit import SpillingResults, finish_report
 from datacheck.execute.setup import with_declared_splits
 from datacheck.formats.discovery import discover
-from datacheck.formats.registry import REWRITABLE, companions, format_named, rewriter
+from datacheck.formats.registry import REWRITABLE, companions, rewriter
 from datacheck.formats.rewrite import META_COLUMNS, RewriteJob, Rewritten, row_hashes
 from datacheck.io.dataindex import IndexEntry, build_index, write_index
 from datacheck.io.discover import DiscoveredShard
@@ -570,8 +570,7 @@ CLEANABLE_FORMATS = tuple(REWRITABLE)
 
 
 def _refuse_unwritable_formats(shards: list[DiscoveredShard]) -> None:
-    """Refuse (before anything is written) shards whose format ``clean`` cannot rewrite: a JSON array
-    file, and the read-only formats (Megatron ``.bin/.idx``, MosaicML MDS, WebDataset tar, litdata
+    """Refuse (before anything is written) shards whose format ``clean`` cannot rewrite: the read-only formats (Megatron ``.bin/.idx``, MosaicML MDS, WebDataset tar, litdata
     chunks), whose writers own their layout (offsets, index files, sample keys).
 
     Raises:
@@ -580,10 +579,8 @@ def _refuse_unwritable_formats(shards: list[DiscoveredShard]) -> None:
     bad = [ds for ds in shards if ds.format not in CLEANABLE_FORMATS]
     if not bad:
         return
-    if all(ds.format == "json" for ds in bad):  # the JSON format's own refusal
-        raise UsageError(f"{bad[0].rel}: {format_named('json').refusals['json']}")  # type: ignore[union-attr]
     names = ", ".join(f"{ds.rel} ({ds.format})" for ds in bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
-    raise UsageError(f"datacheck clean rewrites parquet, Arrow, JSON Lines, CSV/TSV and plain-text shards only; {len(bad)} shard(s) "
+    raise UsageError(f"datacheck clean rewrites parquet, Arrow, JSON Lines, JSON array, CSV/TSV and plain-text shards only; {len(bad)} shard(s) "
                      f"are in a format it reads but cannot write: {names}. Audit them with `datacheck audit`, list "
                      "the failing rows with `datacheck inspect --export rows.parquet`, and rebuild the shards with "
                      "the tool that wrote them (Megatron preprocess_data.py, MosaicML MDSWriter, webdataset's "

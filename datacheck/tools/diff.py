@@ -266,7 +266,8 @@ def _fmt_delta(x: FindingDelta, unchecked: bool = False) -> str:
 
 
 def render_diff_text(d: ReportDiff) -> str:
-    """Plain-text rendering for terminals and CI logs."""
+    """Plain-text rendering for terminals and CI logs: one line per shard and finding (line breaks in
+    names and messages escaped: :func:`~datacheck.model.shown.one_line`)."""
     out = [f"datacheck diff {d.old_index} -> {d.new_index}"
            + ("  (the config changed between the two audits)" if d.config_changed else "")]
     out.append(f"shards: {len(d.added)} added, {len(d.removed)} removed, {len(d.changed)} changed"

@@ -18,7 +18,7 @@ from datacheck.execute.setup import check_contract
 from datacheck.model.config import load_config
 from datacheck.model.constants import EXIT_OK, EXIT_POLICY_FAILED
 from datacheck.model.findings import clip_message
-from datacheck.model.shown import one_line, terminal_safe
+from datacheck.render.text import terminal_lines
 from datacheck.tools.clean import DATASET_DROPS, CleanResult, ShardClean, clean
 
 __all__ = ["add_parser", "run"]
@@ -142,6 +142,5 @@ def run(args: argparse.Namespace) -> int:
         ]
         lines += [f"note: {n}" for n in res.notes]
         lines += _left_lines(res)
-        # shard names and messages from the data: escaped, and a line break in a name keeps its line whole
-        sys.stdout.write(terminal_safe("\n".join(one_line(line) for line in lines) + "\n"))
+        sys.stdout.write(terminal_lines(lines))  # shard names and messages from the data: one line each
     return EXIT_POLICY_FAILED if any(s.unreadable for s in res.shards) else EXIT_OK

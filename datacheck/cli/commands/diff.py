@@ -8,6 +8,7 @@ from datacheck.cli.defaults import default_report_dir
 from datacheck.cli.envelope import write_envelope
 from datacheck.model.constants import EXIT_OK, EXIT_POLICY_FAILED
 from datacheck.model.errors import UsageError
+from datacheck.render.text import terminal_safe
 from datacheck.tools.diff import (
     DEFAULT_SHARE_THRESHOLD,
     diff_reports,
@@ -49,5 +50,5 @@ def run(args: argparse.Namespace) -> int:
     elif args.format == "markdown":
         sys.stdout.write(render_diff_markdown(d))
     else:
-        sys.stdout.write(render_diff_text(d))
+        sys.stdout.write(terminal_safe(render_diff_text(d)))  # names from the data: no control sequence runs
     return EXIT_POLICY_FAILED if d.has_new_failures else EXIT_OK

@@ -15,6 +15,7 @@ line of the text output (and ``config_path`` in the JSON output) says which one 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from datacheck.cli.defaults import config_help
 from datacheck.cli.envelope import write_envelope
@@ -23,6 +24,7 @@ from datacheck.execute.setup import config_and_source
 from datacheck.model.config import describe_config
 from datacheck.model.constants import EXIT_OK, EXIT_POLICY_FAILED
 from datacheck.model.errors import UsageError
+from datacheck.render.text import terminal_lines
 from datacheck.tools.index import build, verify
 
 __all__ = ["add_parser", "run"]
@@ -67,9 +69,7 @@ def run(args: argparse.Namespace) -> int:
         write_envelope("datacheck.index.verify", {"index": args.index, "passed": not fail, "config_path": source,
                                                   "findings": [f.to_dict(dataset_level=True) for f in findings]})
     else:
-        print(describe_config(source))
-        if not findings:
-            print(f"ok: the shards match {args.index}")
-        for f in findings:
-            print(f"{f.severity.upper():5}{'!' if f.fails_policy else ' '} {f.check}: {f.message}")
+        lines = [describe_config(source)] + ([f"ok: the shards match {args.index}"] if not findings else [])
+        lines += [f"{f.severity.upper():5}{'!' if f.fails_policy else ' '} {f.check}: {f.message}" for f in findings]
+        sys.stdout.write(terminal_lines(lines))  # shard names from the data: escaped, one line each
     return EXIT_POLICY_FAILED if fail else EXIT_OK

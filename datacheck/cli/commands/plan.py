@@ -39,6 +39,7 @@ from datacheck.model.config import MAX_EPOCHS, Config, describe_config, load_con
 from datacheck.model.constants import EXIT_OK
 from datacheck.model.errors import UsageError
 from datacheck.model.megatronorder import lineage_words
+from datacheck.render.text import terminal_lines
 
 __all__ = ["add_parser", "run"]
 
@@ -305,5 +306,5 @@ def _run(args: argparse.Namespace, tick: Ticker) -> int:
             out.append(f"  ... {len(rows) - args.limit} more (--limit, --format json, or --export)")
         if "export" in st:
             out.append(f"exported {st['export']['rows']} row(s) to {st['export']['path']}")
-    sys.stdout.write("\n".join(out) + "\n")
+    sys.stdout.write(terminal_lines(out))  # shard names from the data: escaped, one line each
     return EXIT_OK

@@ -114,8 +114,9 @@ def test_a_forced_batch_size_keeps_the_separate_sample(tmp_path, monkeypatch):
 
 
 def test_a_streamed_shard_is_sampled_apart_without_sizing_it_twice(tmp_path, monkeypatch):
-    """An Arrow IPC shard's decoded size is known only by reading rows: its sample is a head of the
-    opened frame, and only the engine sizes its batches (no read of rows to decide on the sample)."""
+    """An Arrow IPC shard is a streamed reader (no one-read path; its bytes per row are counted at open):
+    its sample is a head of the opened frame, and only the engine sizes its batches (no sizing to decide
+    on the sample)."""
     path = tmp_path / "s.arrow"
     pl.DataFrame({"input_ids": pl.Series([[i % 60, 3, 4] for i in range(50)], dtype=pl.List(pl.Int32)),
                   "labels": pl.Series([[-100, 3, 4]] * 50, dtype=pl.List(pl.Int64))}).write_ipc(path)

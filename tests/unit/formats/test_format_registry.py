@@ -81,9 +81,10 @@ def test_sniffers_decide_json_and_bin_files(tmp_path):
 def test_companions_and_rewrite_modes():
     assert companions("d/x.bin", "megatron") == ["d/x.idx"]
     assert companions("d/x.parquet", "parquet") == [] and companions("d/x", "unknown") == []
-    assert {f: rewrite_mode(f) for f in ("parquet", "arrow", "jsonl", "csv", "tsv")} == {
-        "parquet": "table", "arrow": "table", "jsonl": "records", "csv": "records", "tsv": "records"}
-    assert [rewrite_mode(f) for f in ("json", "megatron", "mds", "webdataset", "litdata")] == [None] * 5
+    assert {f: rewrite_mode(f) for f in ("parquet", "arrow", "jsonl", "json", "csv", "tsv")} == {
+        "parquet": "table", "arrow": "table", "jsonl": "records", "json": "records", "csv": "records",
+        "tsv": "records"}
+    assert [rewrite_mode(f) for f in ("megatron", "mds", "webdataset", "litdata")] == [None] * 4
 
 
 def test_a_companion_changes_the_shard_hash(tmp_path):

@@ -168,7 +168,7 @@ def test_table_rewrite_keeps_exactly_the_kept_rows(tmp_path, monkeypatch, case):
     assert (got.kept, got.quarantined, got.reasons) == (len(keep), 3, [drop[i] for i in sorted(drop)])
 
 
-@pytest.mark.parametrize("fmt", ["json", "megatron", "mds", "webdataset", "litdata", "xlsx"])
+@pytest.mark.parametrize("fmt", ["megatron", "mds", "webdataset", "litdata", "xlsx"])
 def test_a_format_that_cannot_rewrite_is_refused_by_name(fmt):
     assert rewrite_mode(fmt) is None
     why = refusal(fmt)
@@ -178,7 +178,7 @@ def test_a_format_that_cannot_rewrite_is_refused_by_name(fmt):
 
 
 def test_rewritable_formats_have_no_refusal():
-    assert [refusal(f) for f in ("parquet", "arrow", "jsonl", "csv", "tsv", "text")] == [None] * 6
+    assert [refusal(f) for f in ("parquet", "arrow", "jsonl", "json", "csv", "tsv", "text")] == [None] * 7
 
 
 @pytest.mark.parametrize("case", ["text", "text-chunks"])
