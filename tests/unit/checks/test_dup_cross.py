@@ -289,7 +289,11 @@ def test_payload_survives_the_result_cache(splits, tmp_path, monkeypatch):
     assert audited == []  # every shard (and its row hashes) answered from the cache
     for rep in (first, again):
         assert one(rep, "dup.split_overlap").count == 2
-        assert one(rep, "dup.exact_across_shards").count == 1
+        # train's "a" in two shards, and val/v.parquet (in no split here) repeating train's ("c", 0):
+        # a shard in no split is compared with every split, never left out
+        f = one(rep, "dup.exact_across_shards")
+        assert [e.value for e in f.examples] == ["train/b.parquet row 2 = train/a.parquet row 0",
+                                                 "val/v.parquet row 0 = train/a.parquet row 2"]
 
 
 # ------------------------------------------- A [splits] glob that matches nothing
