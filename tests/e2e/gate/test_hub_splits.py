@@ -179,9 +179,13 @@ def test_a_clean_hub_layout_finds_only_what_its_splits_alone_find(tmp_path, name
     assert whole["summary"]["rows"] == sum(hi - lo for lo, hi in CLEAN[name].values())
 
 
-def test_parts_merge_to_the_single_job_with_the_inferred_splits(tmp_path):
-    """Each part infers the splits from every discovered shard, so the merge is the single job."""
+@pytest.mark.parametrize("extra", [False, True])
+def test_parts_merge_to_the_single_job_with_the_inferred_splits(tmp_path, extra):
+    """Each part infers the splits from every discovered shard, so the merge is the single job (with a
+    shard in no split too: its index.extra_shard and the leak's error alike)."""
     root = _layout(tmp_path / "sharded", "sharded", leak_rows=7)
+    if extra:
+        _write(root / "data" / "extra-00000.parquet", _frame(1000, 1010))
     common = ("--no-cache", "--no-progress", "--format", "json", "--report-dir", str(tmp_path / "r"))
     single = run_cli("audit", str(root), *common, "-o", str(tmp_path / "single.json"), cwd=tmp_path)
     parts = []
@@ -196,6 +200,8 @@ def test_parts_merge_to_the_single_job_with_the_inferred_splits(tmp_path):
     assert _without_run(merged) == _without_run(one)
     assert [(f["check"], f["count"]) for f in merged["findings"] if f["check"].startswith("dup.")] == [
         ("dup.split_overlap", 7)]
+    assert [f["shards"] for f in merged["findings"] if f["check"] == "index.extra_shard"] == (
+        [["data/extra-00000.parquet"]] if extra else [])
 
 
 def test_config_splits_win(leak, tmp_path):
@@ -269,13 +275,15 @@ def test_a_shard_in_no_split_keeps_the_leak_an_error_and_is_reported(leak, tmp_p
     assert x["details"] == {"splits": {"train": "data/train-*", "test": "data/test-*"},
                             "extra": ["data/extra-00000.parquet"]}
     assert "datasets.load_dataset of this folder would not read them" in x["message"]
-    # its rows repeating train's are dup.exact_across_shards (path order: data/extra < data/train,
-    # so train's rows are the copies); test's rows are not compared with train there
-    extra = pl.read_parquet(extra_path)
-    copies = _across_expected(extra, train.with_row_index("row"))
+    # its rows repeating train's are dup.exact_across_shards, its own rows the copies (though data/extra
+    # sorts before data/train: train's rows are the ones load_dataset reads, clean keeps them); test's
+    # rows are not compared with train there
+    extra = pl.read_parquet(extra_path).with_row_index("row")
+    copies = _across_expected(train, extra)
     (a,) = [f for f in doc["findings"] if f["check"] == "dup.exact_across_shards"]
     assert a["count"] == copies.height == 5
-    assert a["details"]["per_shard"] == {"data/train-00000-of-00001.parquet": copies.height}
+    assert a["details"]["per_shard"] == {"data/extra-00000.parquet": copies.height}
+    assert a["rows"] == copies["row"].to_list()
     assert a["shards"] == ["data/extra-00000.parquet", "data/train-00000-of-00001.parquet"]
     assert _skip(doc, "dup.split_overlap") == []
 
@@ -424,7 +432,7 @@ def test_sst2_hub_folder_with_an_extra_shard_keeps_its_leaks_errors(tmp_path):
     (x,) = [f for f in doc["findings"] if f["check"] == "index.extra_shard"]
     assert x["shards"] == ["extra-00000.parquet"]
     assert x["details"]["splits"] == {"train": "train-*", "validation": "validation-*", "test": "test-*"}
-    # train's rows whose sentence and label are among extra's: the copies (extra sorts first)
-    copies = read["train"].join(extra.select("sentence", "label").unique(), on=["sentence", "label"]).height
+    # extra's rows are all train's: each is a copy (the split's row is the first, though extra sorts first)
     (a,) = [f for f in doc["findings"] if f["check"] == "dup.exact_across_shards"]
-    assert a["details"]["per_shard"] == {"train-00000-of-00001.parquet": copies} and copies >= 100
+    assert a["details"]["per_shard"] == {"extra-00000.parquet": extra.height}
+    assert a["rows"] == list(range(len(a["rows"])))
