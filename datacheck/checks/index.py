@@ -407,18 +407,18 @@ def hub_unloaded(dctx: Any) -> Iterable[Finding]:
     names = ", ".join(f"{k} = {v!r}" for k, v in hub.splits.items())
     yield finding(
         "index.extra_shard", count=len(extra), shards=tuple(extra),
-        message=(f"{len(extra)} shard(s) are in no split of the Hub's file-name rule that gives this folder's splits "
-                 f"({names}): {', '.join(extra[:10])}{' ...' if len(extra) > 10 else ''}; datasets.load_dataset of "
-                 "this folder would not read them (it loads only the files its split patterns match). Rename them so "
-                 "their names name a split as the other shards' names do, or declare the splits' data_files in the "
-                 "dataset card's configs and the same globs under [splits]; their rows are still compared with "
-                 "every split for dup.exact_across_shards"),
+        message=(f"{len(extra)} shard(s) in no split: {', '.join(extra[:10])}{' ...' if len(extra) > 10 else ''}; "
+                 "datasets.load_dataset of this folder would not read them (its split patterns, from the Hub's file "
+                 f"names, give only {names}). Rename them so their names name a split as the other shards' names do, "
+                 "or declare the splits' data_files in the dataset card's configs and the same globs under [splits]; "
+                 "their rows are still compared with every split for dup.exact_across_shards"),
         details={"splits": hub.splits, "extra": extra[:1000]},
     )
 
 
 def index_items(dctx: Any) -> list[Finding | Skipped]:
-    """Every finding of the shard set against the committed index and the shipped shard lists,
+    """Every finding of the shard set against the committed index, the shipped shard lists and the
+    Hub's split file names (:func:`hub_unloaded`),
     computed once per audit (memo on the DatasetContext) and shared by the four index checks."""
     memo = getattr(dctx, "_index_memo", None)
     if memo is None:
