@@ -35,6 +35,9 @@ them, reports them as ``index.extra_shard`` and compares their rows with every s
 ``dup.exact_across_shards``), so adding such a file never turns a ``dup.split_overlap`` between the
 named splits into a warning. Otherwise no split is inferred and :attr:`HubSplits.note` says why (the
 audit reads the files as one dataset; ``dup.split_overlap``'s skipped entry carries the note).
+Known gaps: a shard whose name names several splits (``train_test.parquet``, which ``datasets``
+loads into each) still stops the inference, and a card's ``configs`` (which ``datasets`` uses in
+place of this rule) are not read.
 """
 from __future__ import annotations
 
