@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from datacheck.checks.registry import AfterQuery, ShardContext, ShardItem, check, finding
+from datacheck.io.cardpath import card_path
 from datacheck.io.dataindex import (
     DataIndex,
     IndexEntry,
@@ -29,7 +30,7 @@ from datacheck.io.dataindex import (
     shipped_lists,
 )
 from datacheck.io.discover import declared_splits
-from datacheck.io.hfmeta import DATASET_DICT_NAME, STATE_NAME
+from datacheck.io.hfmeta import DATASET_DICT_NAME, STATE_NAME, card_declares_configs
 from datacheck.io.hubsplits import hub_splits
 from datacheck.model import layouts as lay
 from datacheck.model.findings import Finding, Skipped
@@ -396,12 +397,18 @@ def hub_unloaded(dctx: Any) -> Iterable[Finding]:
     folder (no ``configs`` in its card) reads only the files the deciding pattern matches and silently
     leaves these out. count = such shards; ``shards`` and ``details.extra`` name them (sorted),
     ``details.splits`` the splits they are in none of. Nothing when the audit's ``[splits]`` are not
-    the ones the file names give (a config's own, a ``DatasetDict``'s, none)."""
+    the ones the file names give (a config's own, a ``DatasetDict``'s, none), or when the folder's
+    dataset card (:func:`datacheck.io.cardpath.card_path`) declares ``configs``: ``load_dataset`` then
+    reads the files their ``data_files`` name, which may hold these shards."""
     splits = dict(dctx.cfg.splits or {})
     if not splits or any(p.rpartition("/")[2] == DATASET_DICT_NAME for p in getattr(dctx, "shard_lists", ())):
         return
     hub = hub_splits([s.path for s in dctx.shards])
     if not hub.unloaded or hub.splits != splits:
+        return
+    root = getattr(dctx, "root", None)
+    card = card_path(root) if root is not None else None
+    if card is not None and card_declares_configs(Path(card)):
         return
     extra = list(hub.unloaded)
     names = ", ".join(f"{k} = {v!r}" for k, v in hub.splits.items())

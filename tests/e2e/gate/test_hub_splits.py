@@ -288,6 +288,35 @@ def test_a_shard_in_no_split_keeps_the_leak_an_error_and_is_reported(leak, tmp_p
     assert _skip(doc, "dup.split_overlap") == []
 
 
+# push_to_hub's card: its configs name each split's data_files (then load_dataset reads those)
+CARD_WITH_CONFIGS = """---
+configs:
+- config_name: default
+  data_files:
+  - split: train
+    path: data/train-*
+  - split: test
+    path: data/test-*
+---
+# a dataset
+"""
+
+
+@pytest.mark.parametrize("card", [CARD_WITH_CONFIGS, "---\nlicense: mit\n---\n# a dataset\n", None])
+def test_a_card_with_configs_makes_no_claim_about_what_load_dataset_reads(leak, tmp_path, card):
+    """With configs in the card, load_dataset reads their data_files, which datacheck does not
+    resolve: no index.extra_shard (it could be a false alarm); the leak is still an error."""
+    _write(leak / "data" / "extra-00000.parquet", _frame(100, 120))
+    if card is not None:
+        (leak / "README.md").write_text(card, encoding="utf-8")
+    r = _audit(leak, tmp_path)
+    doc = json.loads(r.stdout)
+    assert r.returncode == 1
+    assert [f["count"] for f in doc["findings"] if f["check"] == "dup.split_overlap"] == [10]
+    want = [] if card == CARD_WITH_CONFIGS else [["data/extra-00000.parquet"]]
+    assert [f["shards"] for f in doc["findings"] if f["check"] == "index.extra_shard"] == want
+
+
 def test_a_file_naming_no_split_is_left_out_and_said(tmp_path):
     root = tmp_path / "mixed"
     _write(root / "train.parquet", _frame(0, 50))
