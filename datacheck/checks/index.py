@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from datacheck.checks.registry import AfterQuery, ShardContext, ShardItem, check, finding
+from datacheck.io.cardpath import card_path
 from datacheck.io.dataindex import (
     DataIndex,
     IndexEntry,
@@ -29,12 +30,13 @@ from datacheck.io.dataindex import (
     shipped_lists,
 )
 from datacheck.io.discover import declared_splits
-from datacheck.io.hfmeta import DATASET_DICT_NAME, STATE_NAME
+from datacheck.io.hfmeta import DATASET_DICT_NAME, STATE_NAME, card_declares_configs
+from datacheck.io.hubsplits import hub_splits
 from datacheck.model import layouts as lay
 from datacheck.model.findings import Finding, Skipped
 
 __all__ = ["numbering_gap", "temp_files", "committed_index", "shipped_index", "empty_shard",
-           "index_items", "dataset_dict_items", "SHARD_NAME", "compare_index", "compare_shipped"]
+           "index_items", "dataset_dict_items", "hub_unloaded", "SHARD_NAME", "compare_index", "compare_shipped"]
 
 #: ``NAME-00002-of-00005.ext`` (Hugging Face / Megatron style shard names)
 SHARD_NAME = re.compile(r"^(?P<prefix>.*?)-?(?P<i>\d+)-of-(?P<n>\d+)(?P<suffix>(\.[^/]*)?)$")
@@ -388,12 +390,46 @@ def dataset_dict_items(dctx: Any) -> Iterable[Finding]:
         )
 
 
+def hub_unloaded(dctx: Any) -> Iterable[Finding]:
+    """``index.extra_shard`` (warn) for the shards the Hugging Face Hub's file-name rule puts in no
+    split while it names the splits the audit uses (:func:`datacheck.io.hubsplits.hub_splits`:
+    ``data/extra-00000.parquet`` beside ``data/train-*`` and ``data/test-*``): ``load_dataset`` of the
+    folder (no ``configs`` in its card) reads only the files the deciding pattern matches and silently
+    leaves these out. count = such shards; ``shards`` and ``details.extra`` name them (sorted),
+    ``details.splits`` the splits they are in none of. Nothing when the audit's ``[splits]`` are not
+    the ones the file names give (a config's own, a ``DatasetDict``'s, none), or when the folder's
+    dataset card (:func:`datacheck.io.cardpath.card_path`) declares ``configs``: ``load_dataset`` then
+    reads the files their ``data_files`` name, which may hold these shards."""
+    splits = dict(dctx.cfg.splits or {})
+    if not splits or any(p.rpartition("/")[2] == DATASET_DICT_NAME for p in getattr(dctx, "shard_lists", ())):
+        return
+    hub = hub_splits([s.path for s in dctx.shards])
+    if not hub.unloaded or hub.splits != splits:
+        return
+    root = getattr(dctx, "root", None)
+    card = card_path(root) if root is not None else None
+    if card is not None and card_declares_configs(Path(card)):
+        return
+    extra = list(hub.unloaded)
+    names = ", ".join(f"{k} = {v!r}" for k, v in hub.splits.items())
+    yield finding(
+        "index.extra_shard", count=len(extra), shards=tuple(extra),
+        message=(f"{len(extra)} shard(s) in no split: {', '.join(extra[:10])}{' ...' if len(extra) > 10 else ''}; "
+                 "datasets.load_dataset of this folder would not read them (its split patterns, from the Hub's file "
+                 f"names, give only {names}). Rename them so their names name a split as the other shards' names do, "
+                 "or declare the splits' data_files in the dataset card's configs and the same globs under [splits]; "
+                 "their rows are still compared with every split for dup.exact_across_shards"),
+        details={"splits": hub.splits, "extra": extra[:1000]},
+    )
+
+
 def index_items(dctx: Any) -> list[Finding | Skipped]:
-    """Every finding of the shard set against the committed index and the shipped shard lists,
+    """Every finding of the shard set against the committed index, the shipped shard lists and the
+    Hub's split file names (:func:`hub_unloaded`),
     computed once per audit (memo on the DatasetContext) and shared by the four index checks."""
     memo = getattr(dctx, "_index_memo", None)
     if memo is None:
-        memo = [*committed_index(dctx), *shipped_index(dctx)]
+        memo = [*committed_index(dctx), *shipped_index(dctx), *hub_unloaded(dctx)]
         try:
             setattr(dctx, "_index_memo", memo)
         except AttributeError:

@@ -21,7 +21,7 @@ from datacheck.model.errors import UsageError
 __all__ = ["STATE_NAME", "DATASET_DICT_NAME", "INFO_NAME", "HfState", "HfDatasetDict", "parse_state", "read_state", "features_of_info_json",
            "hf_data_files", "read_dataset_dict", "class_label_names", "tag_label_names", "is_list_feature",
            "features_of_schema_metadata",
-           "read_info_features", "README_NAME", "readme_features"]
+           "read_info_features", "README_NAME", "readme_features", "card_declares_configs"]
 
 #: File name of a split's state in a ``save_to_disk`` folder.
 STATE_NAME = "state.json"
@@ -264,6 +264,30 @@ README_NAME = CARD_NAME
 #: The most bytes of a dataset card read for its front matter (PyYAML parses a few MiB a second; Hub
 #: cards are kilobytes, a card of hundreds of configs a few hundred KiB).
 MAX_README_BYTES = 4 << 20
+
+
+def card_declares_configs(path: Path) -> bool:
+    """Whether a dataset card (``path``, a ``README.md``) declares ``configs`` in its YAML front matter
+    (a line ``configs:`` at the top level between the opening ``---`` and the closing one): then
+    ``load_dataset`` takes each split's files from their ``data_files``, not from the Hub's file-name
+    rule (:mod:`datacheck.io.hubsplits`). False when the file is absent, unreadable, over
+    :data:`MAX_README_BYTES` or has no front matter; never an exception."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_README_BYTES + 1)
+    except (OSError, ValueError):
+        return False
+    if len(raw) > MAX_README_BYTES:
+        return False
+    lines = raw.decode("utf-8", errors="replace").splitlines()
+    if not lines or lines[0].strip() != "---":
+        return False
+    for line in lines[1:]:
+        if line.strip() == "---":
+            return False
+        if line.startswith("configs:"):
+            return True
+    return False
 
 
 def readme_features(path: Path) -> list[tuple[str | None, dict[str, Any]]] | None:

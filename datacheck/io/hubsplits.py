@@ -22,14 +22,22 @@ Hub's and fsspec's globs are. The first stage that names any split for some shar
 Keywords (``SPLIT_KEYWORDS``): train: ``train``, ``training``; validation: ``validation``, ``valid``,
 ``dev``, ``val``; test: ``test``, ``testing``, ``eval``, ``evaluation``.
 
-``datasets`` loads only the files the deciding stage matched and silently drops the others; an
-audit reads every shard, so splits are inferred only when the result is unambiguous: every shard
-falls into exactly one split at the deciding stage, there are at least two splits, one of them is
-``train`` (the split ``dup.split_overlap`` compares the others with), and each split's shards are
-exactly the shards of one glob (written as a user would write it under ``[splits]``: the common
-path up to the keyword and the character after it, then ``*``, e.g. ``data/train-*``, ``train/*``,
-``train.*``). Otherwise no split is inferred and :attr:`HubSplits.note` says why (the audit reads
-the files as one dataset; ``dup.split_overlap``'s skipped entry carries the note).
+``datasets`` loads only the files the deciding stage matched and silently drops the others (a file
+no split pattern of that stage matches is not read by ``load_dataset``). The splits are inferred
+when the deciding stage gives at least two splits, one of them ``train`` (the split
+``dup.split_overlap`` compares the others with), every shard it matches falls into exactly one split,
+and each split's shards are exactly the shards of one glob (written as a user would write it under
+``[splits]``: the common path up to the keyword and the character after it, then ``*``, e.g.
+``data/train-*``, ``train/*``, ``train.*``). Shards the deciding stage matches no split for
+(``data/extra-00000.parquet`` beside ``data/train-00000-of-00001.parquet``) do not undo the splits:
+they are :attr:`HubSplits.unloaded` (in no split, as ``datasets`` leaves them; the audit still reads
+them, reports them as ``index.extra_shard`` and compares their rows with every split for
+``dup.exact_across_shards``), so adding such a file never turns a ``dup.split_overlap`` between the
+named splits into a warning. Otherwise no split is inferred and :attr:`HubSplits.note` says why (the
+audit reads the files as one dataset; ``dup.split_overlap``'s skipped entry carries the note).
+Known gaps: a shard whose name names several splits (``train_test.parquet``, which ``datasets``
+loads into each) still stops the inference, and a card's ``configs`` (which ``datasets`` uses in
+place of this rule) are not read.
 """
 from __future__ import annotations
 
@@ -89,12 +97,15 @@ class HubSplits:
         splits: ``{split name: glob}`` (``train`` first, then ``validation``, ``test``, then other
             names in sorted order, as ``datasets`` orders them); empty when none was inferred.
         note: why no split was inferred although a shard's name names one (one split only, a shard
-            naming none or several, no ``train`` split, no glob that holds exactly a split's shards);
-            None when splits were inferred or no shard's name names a split.
+            naming several, no ``train`` split, no glob that holds exactly a split's shards); None
+            when splits were inferred or no shard's name names a split.
+        unloaded: with :attr:`splits`, the shards (relative paths, sorted) the deciding stage puts in
+            no split: ``load_dataset`` of the folder would not read them. Empty otherwise.
     """
 
     splits: dict[str, str] = field(default_factory=dict)
     note: str | None = None
+    unloaded: tuple[str, ...] = ()
 
 
 def _names(paths: Sequence[str]) -> str:
@@ -190,19 +201,16 @@ def hub_splits(paths: Sequence[str]) -> HubSplits:
         for p, m in got.items():
             by_split.setdefault(next(iter(m[0])), []).append(p)
         names = _order(set(by_split))
-        none = [p for p in every if p not in got]
-        if none:
-            return HubSplits(note=(
-                f"{len(none)} shard(s) name no split by {stage} ({_names(none)}) while others name "
-                f"{', '.join(names)}, so no split was inferred from the file names (the Hub's loader would "
-                "leave those shards out); name the splits under [splits]"))
+        none = sorted(p for p in every if p not in got)  # datasets leaves them out of every split
+        left = (f"; {len(none)} shard(s) name no split by {stage} ({_names(none)}): the Hub's loader would not "
+                "read them" if none else "")
         if len(names) < 2:
             return HubSplits(note=(f"the file names name one split only ({names[0]!r}, by {stage}): nothing to "
-                                   "compare it with"))
+                                   "compare it with" + left))
         if TRAIN not in by_split:
             return HubSplits(note=(f"the file names name the splits {', '.join(names)} (by {stage}) but no "
                                    f"training split ({', '.join(SPLIT_KEYWORDS[TRAIN])}), so no split was inferred: "
-                                   "name the split to compare with first under [splits]"))
+                                   "name the split to compare with first under [splits]" + left))
         out: dict[str, str] = {}
         for name in names:
             mine = sorted(by_split[name])
@@ -211,5 +219,5 @@ def hub_splits(paths: Sequence[str]) -> HubSplits:
                 return HubSplits(note=(f"no one glob holds exactly the shards of split {name!r} ({_names(mine)}), "
                                        "so no split was inferred from the file names; name the splits under [splits]"))
             out[name] = pat
-        return HubSplits(splits=out)
+        return HubSplits(splits=out, unloaded=tuple(none))
     return HubSplits()

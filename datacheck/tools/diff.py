@@ -19,6 +19,11 @@
   80.5992 -> 80.59951905059337 from another summation order is no move) and each label's share of
   the labelled rows (an absolute change of at least ``share_threshold``, default 0.01 = one
   percentage point).
+- The config: changed when the two config hashes differ. Where neither audit had a config file
+  (``config_path`` None: the defaults and what the data gives), the splits the Hugging Face Hub's
+  file names give (:func:`datacheck.io.hubsplits.hub_splits` over each report's shard paths) are
+  compared, and a change of them is named (``train = 'data/train-*', test = 'data/test-*' -> none``)
+  in place of the bare "the config changed".
 
 Both reports must have the same ``report_version`` (a layout change makes a comparison
 meaningless): otherwise :class:`~datacheck.model.errors.ReportVersionError` (exit 2).
@@ -30,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from datacheck.io.hubsplits import hub_splits
 from datacheck.model.errors import ReportVersionError
 from datacheck.model.findings import Finding, clip_message
 from datacheck.model.shown import md_code, md_text, one_line, terminal_safe
@@ -93,6 +99,9 @@ class ReportDiff:
     reduced: list[FindingDelta] = field(default_factory=list)
     new_policy_failures: list[FindingDelta] = field(default_factory=list)
     stats_moved: list[dict[str, Any]] = field(default_factory=list)
+    #: what changed in the config, where it is known (the splits the Hub's file names give); None:
+    #: not known, or the config did not change (text and markdown only)
+    config_change: str | None = None
 
     @property
     def has_new_failures(self) -> bool:
@@ -189,6 +198,8 @@ def diff_reports(old: Report, new: Report, share_threshold: float = DEFAULT_SHAR
             f"cannot diff reports of different report_version (OLD {old.report_version}, NEW {new.report_version}): "
             "re-run the audit of the older data with this datacheck, then diff the two new reports")
     d = ReportDiff(old_index=old.index_hash, new_index=new.index_hash, config_changed=old.config_hash != new.config_hash)
+    if d.config_changed:
+        d.config_change = _inferred_splits_change(old, new)
     os_, ns = {s.path: s for s in old.shards}, {s.path: s for s in new.shards}
     d.added = sorted(set(ns) - set(os_))
     d.removed = sorted(set(os_) - set(ns))
@@ -227,6 +238,22 @@ def diff_reports(old: Report, new: Report, share_threshold: float = DEFAULT_SHAR
         if b not in unread:
             d.stats_moved += _stats_moved(b, os_[a].stats, ns[b].stats, share_threshold)
     return d
+
+
+def _splits_text(splits: dict[str, str]) -> str:
+    return ", ".join(f"{k} = {v!r}" for k, v in splits.items()) or "none"
+
+
+def _inferred_splits_change(old: Report, new: Report) -> str | None:
+    """What changed the config between two audits with no config file: the splits the Hub's file
+    names give each report's shard paths, when they differ (a shard added that names a new split, a
+    file renamed); None otherwise (a config file, or these splits are the same)."""
+    if old.config_path is not None or new.config_path is not None:
+        return None
+    a, b = (hub_splits([s.path for s in r.shards]) for r in (old, new))
+    if a.splits == b.splits:
+        return None
+    return f"the splits inferred from the Hub's file names changed: {_splits_text(a.splits)} -> {_splits_text(b.splits)}"
 
 
 def _renames(old: dict[str, Any], new: dict[str, Any], removed: list[str], added: list[str]) -> list[tuple[str, str, str]]:
@@ -269,7 +296,8 @@ def render_diff_text(d: ReportDiff) -> str:
     """Plain-text rendering for terminals and CI logs: one line per shard and finding (line breaks in
     names and messages escaped: :func:`~datacheck.model.shown.one_line`)."""
     out = [f"datacheck diff {d.old_index} -> {d.new_index}"
-           + ("  (the config changed between the two audits)" if d.config_changed else "")]
+           + (f"  ({d.config_change})" if d.config_change else
+              "  (the config changed between the two audits)" if d.config_changed else "")]
     out.append(f"shards: {len(d.added)} added, {len(d.removed)} removed, {len(d.changed)} changed"
                + (f", {len(d.renamed)} renamed (same content)" if d.renamed else ""))
     out += [f"  + {p}" for p in d.added] + [f"  - {p}" for p in d.removed] + [f"  ~ {p}" for p, _, _ in d.changed]
@@ -296,7 +324,7 @@ def render_diff_markdown(d: ReportDiff) -> str:
     """Markdown for a CI job summary."""
     icon = "❌" if d.has_new_failures else "✅"
     out = [f"## {icon} datacheck diff", "",
-           f"`{d.old_index}` → `{d.new_index}`" + (" (config changed)" if d.config_changed else ""), "",
+           f"`{d.old_index}` → `{d.new_index}`" + (f" ({md_text(d.config_change).replace(' -&gt; ', ' → ')})" if d.config_change else " (config changed)" if d.config_changed else ""), "",
            f"**Shards:** {len(d.added)} added, {len(d.removed)} removed, {len(d.changed)} changed"
            + (f", {len(d.renamed)} renamed (same content)" if d.renamed else ""), ""]
     for sym, items in (("added", d.added), ("removed", d.removed), ("changed", [p for p, _, _ in d.changed])):

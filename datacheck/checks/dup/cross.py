@@ -474,16 +474,41 @@ def _copies(dctx: Any, removed: dict[str, Any] | None = None) -> tuple[list[Any]
         keys = keys + ["grp"]
     hits = empty
     if cand.height:
-        c = cand.sort(["shard", "row"]).with_columns(
-            pl.col("shard").first().over(keys).alias("first_shard"),
-            pl.col("row").first().over(keys).alias("first_row"),
-        )
-        hits = c.filter(pl.col("shard") != pl.col("first_shard")).select("shard", "row", "first_shard", "first_row")
+        hits = _first_copies(cand.sort(["shard", "row"]), keys, code)
     running = _running_copies(shards, _cache(dctx).get("running"), gone, code)
     if running.height:  # a row both ways (a row of 200+ characters) names the row its stretch repeats
         hits = (pl.concat([running, hits]).unique(["shard", "row"], keep="first", maintain_order=True)
                 .sort(["shard", "row"]))
     return shards, hits, keys
+
+
+def _first_copies(c: pl.DataFrame, keys: list[str], code: list[int]) -> pl.DataFrame:
+    """The rows of ``c`` (candidates sorted by shard and row; with ``[splits]`` a ``grp`` column, the
+    split code of each row's shard, 0 for a shard in no split) whose ``keys`` occur in an earlier row
+    of another shard they are compared with: ``shard``, ``row``, ``first_shard``, ``first_row``.
+
+    A shard of a split is compared with the shards of its split and the shards in no split; a shard
+    in no split (one no ``[splits]`` glob matches, one the Hub's file names put in no split) with
+    every shard: its rows belong to no split, so a row it shares with the training split is neither
+    ``dup.split_overlap`` nor silently dropped. Between a split's shard and a shard in no split, the
+    latter's row is the copy whatever the path order (the split's row is the one a loader reads:
+    ``clean`` keeps it)."""
+    cols = ["shard", "row", "first_shard", "first_row"]
+
+    def firsts(sub: pl.DataFrame, on: list[str]) -> pl.DataFrame:
+        return sub.with_columns(pl.col("shard").first().over(on).alias("first_shard"),
+                                pl.col("row").first().over(on).alias("first_row"))
+
+    if "grp" not in c.columns or 0 not in code:
+        got = firsts(c, keys)
+        return got.filter(pl.col("shard") != pl.col("first_shard")).select(cols)
+    plain = [k for k in keys if k != "grp"]
+    c = c.sort([pl.col("grp") == 0, "shard", "row"])  # the shards of a split first, those in no split after
+    parts = [firsts(c, plain).filter((pl.col("grp") == 0) & (pl.col("shard") != pl.col("first_shard")))]
+    for g in sorted(set(code) - {0}):
+        sub = firsts(c.filter(pl.col("grp").is_in([0, g])), plain)
+        parts.append(sub.filter((pl.col("grp") == g) & (pl.col("shard") != pl.col("first_shard"))))
+    return pl.concat([p.select(cols) for p in parts]).sort(["shard", "row"])
 
 
 _STRETCH_SCHEMA = {"shard": pl.UInt32, "row": pl.UInt32, "first_shard": pl.UInt32, "first_row": pl.UInt32}
@@ -492,7 +517,8 @@ _STRETCH_SCHEMA = {"shard": pl.UInt32, "row": pl.UInt32, "first_shard": pl.UInt3
 def _running_copies(shards: list[Any], cand: pl.DataFrame | None, gone: pl.DataFrame | None,
                     group: list[int]) -> pl.DataFrame:
     """The rows of running texts (a ``.txt`` read by line or paragraph) that lie in a stretch repeating
-    a stretch of an earlier shard of the same split (``group``: a code per shard) and content
+    a stretch of an earlier shard of the same split (``group``: a code per shard; a shard in no split,
+    code 0, is compared with every split, read after its shards) and content
     (:func:`_stretch_pass` over their shards in path order): ``shard``, ``row``, ``first_shard``,
     ``first_row`` (the row each repeats in that stretch), indices into ``shards``, ascending."""
     if cand is None or cand.height == 0:
@@ -500,9 +526,14 @@ def _running_copies(shards: list[Any], cand: pl.DataFrame | None, gone: pl.DataF
     by_group: dict[tuple[int, int], list[int]] = {}
     for i, k in cand.select("shard", "content").unique().sort("shard").iter_rows():
         by_group.setdefault((group[int(i)], int(k)), []).append(int(i))
+    for (g, k), members in list(by_group.items()):  # a shard in no split (0) is compared with every split,
+        if g and (0, k) in by_group:                 # read after the split's shards (its rows are the copies)
+            by_group[(g, k)] = members + by_group[(0, k)]
     out = [_stretch_pass(shards, cand, gone, members) for members in by_group.values() if len(members) > 1]
     out = [o for o in out if o.height]
-    return pl.concat(out).sort(["shard", "row"]) if out else pl.DataFrame(schema=_STRETCH_SCHEMA)
+    if not out:
+        return pl.DataFrame(schema=_STRETCH_SCHEMA)
+    return pl.concat(out).unique(["shard", "row"], keep="first", maintain_order=True).sort(["shard", "row"])
 
 
 def _running_overlap(shards: list[Any], cand: pl.DataFrame | None, gone: pl.DataFrame | None,
@@ -595,9 +626,12 @@ def across_shard_copies(dctx: Any, removed: dict[str, Any] | None = None) -> dic
 @check("dup.exact_across_shards", level="dataset")
 def exact_across_shards(dctx: Any) -> Iterable[Finding | Skipped]:
     """``dup.exact_across_shards``: a row whose content (label included) occurs in an earlier shard
-    (of the same split, with ``[splits]``: repeats across splits are ``dup.split_overlap``).
+    (of the same split, with ``[splits]``: repeats across splits are ``dup.split_overlap``; a shard in
+    no split, one no ``[splits]`` glob matches or the Hub's file names put in none, is compared with
+    every shard).
 
-    count = such rows (path order decides which copy is "earlier"); rows and examples: the first
+    count = such rows (path order decides which copy is "earlier", but a shard in no split comes
+    after the shards of a split: its row is the copy); rows and examples: the first
     ``[report] max_examples`` such rows (``rows``: the copy's 0-based row, ``details.examples``: its
     shard and the first occurrence's shard and row). Within-shard repeats are ``dup.exact_in_shard``,
     not counted here.

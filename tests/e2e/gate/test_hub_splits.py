@@ -10,8 +10,13 @@ its file names are the splits (``datacheck/io/hubsplits.py``, the rule of ``data
   were changed by the splits the Hub's file names give);
 - a clean layout gives no finding that its splits audited one by one do not give;
 - ``[splits]``, ``--against`` and ``[dataset] infer_splits = false`` win; a folder the rule cannot
-  split (one split, a file naming none) is audited as one dataset and ``dup.split_overlap``'s
-  skipped entry says why;
+  split (one split only) is audited as one dataset and ``dup.split_overlap``'s skipped entry says why;
+- a shard the deciding stage names no split for (``data/extra-00000.parquet``, ``contest.parquet``)
+  leaves the splits the others name (``datasets`` reads only those): the leak stays
+  ``dup.split_overlap`` (error; adding a file never turns the gate's error into a warning), the shard
+  is ``index.extra_shard`` (``load_dataset`` would not read it), and its rows are compared with every
+  split for ``dup.exact_across_shards`` (also with a hand-written ``[splits]`` that leaves it out);
+  ``datacheck diff`` names a change of the inferred splits;
 - real data: dair-ai emotion (``train.txt``/``val.txt``/``test.txt``: its PROVENANCE lists 5 val and
   11 test texts also in train, 31 repeated texts in train) and dkhate's raw train/test parquet.
 
@@ -174,9 +179,13 @@ def test_a_clean_hub_layout_finds_only_what_its_splits_alone_find(tmp_path, name
     assert whole["summary"]["rows"] == sum(hi - lo for lo, hi in CLEAN[name].values())
 
 
-def test_parts_merge_to_the_single_job_with_the_inferred_splits(tmp_path):
-    """Each part infers the splits from every discovered shard, so the merge is the single job."""
+@pytest.mark.parametrize("extra", [False, True])
+def test_parts_merge_to_the_single_job_with_the_inferred_splits(tmp_path, extra):
+    """Each part infers the splits from every discovered shard, so the merge is the single job (with a
+    shard in no split too: its index.extra_shard and the leak's error alike)."""
     root = _layout(tmp_path / "sharded", "sharded", leak_rows=7)
+    if extra:
+        _write(root / "data" / "extra-00000.parquet", _frame(1000, 1010))
     common = ("--no-cache", "--no-progress", "--format", "json", "--report-dir", str(tmp_path / "r"))
     single = run_cli("audit", str(root), *common, "-o", str(tmp_path / "single.json"), cwd=tmp_path)
     parts = []
@@ -191,6 +200,8 @@ def test_parts_merge_to_the_single_job_with_the_inferred_splits(tmp_path):
     assert _without_run(merged) == _without_run(one)
     assert [(f["check"], f["count"]) for f in merged["findings"] if f["check"].startswith("dup.")] == [
         ("dup.split_overlap", 7)]
+    assert [f["shards"] for f in merged["findings"] if f["check"] == "index.extra_shard"] == (
+        [["data/extra-00000.parquet"]] if extra else [])
 
 
 def test_config_splits_win(leak, tmp_path):
@@ -228,16 +239,120 @@ def test_one_split_is_one_dataset_and_says_so(tmp_path):
     assert "the file names name one split only ('train'" in why
 
 
-def test_a_file_naming_no_split_leaves_the_folder_one_dataset_and_says_so(tmp_path):
+def _extra_shard(df_train: pl.DataFrame) -> pl.DataFrame:
+    """An extra shard: train's rows 20..24 and 20 rows of its own."""
+    return pl.concat([df_train.slice(20, 5), _frame(100, 120)])
+
+
+def _across_expected(first: pl.DataFrame, later: pl.DataFrame) -> pl.DataFrame:
+    """The rows of ``later`` (with a ``row`` index) whose text and label occur in ``first``: the
+    copies dup.exact_across_shards counts when ``first`` is the earlier shard in path order."""
+    return later.join(first.select("text", "label").unique(), on=["text", "label"]).sort("row")
+
+
+@pytest.mark.parametrize("config", [None, '[splits]\ntrain = "data/train-*"\ntest = "data/test-*"\n'])
+def test_a_shard_in_no_split_keeps_the_leak_an_error_and_is_reported(leak, tmp_path, config):
+    """The new user's case: data/extra-00000.parquet names no split by the push_to_hub rule, so
+    load_dataset reads train and test only; the test-train leak must stay a gate error."""
+    train_path, test_path = leak / "data" / "train-00000-of-00001.parquet", leak / "data" / "test-00000-of-00001.parquet"
+    extra_path = leak / "data" / "extra-00000.parquet"
+    before = json.loads(_audit(leak, tmp_path, config=config).stdout)
+    train = pl.read_parquet(train_path)
+    _write(extra_path, _extra_shard(train))
+    test = pl.read_parquet(test_path).with_row_index("row")
+    hits = test.filter(pl.col("text").is_in(train["text"].implode()))
+    r = _audit(leak, tmp_path, config=config)
+    doc = json.loads(r.stdout)
+    assert r.returncode == 1, r.stdout  # the leak is still an error
+    (f,) = [f for f in doc["findings"] if f["check"] == "dup.split_overlap"]
+    assert (f["count"], f["details"]["split"], f["shards"]) == (hits.height, "test", [test_path.relative_to(leak).as_posix()])
+    assert f["rows"] == hits["row"].to_list() and hits.height == 10
+    # the same splits as without the extra shard: the config hash does not move
+    assert doc["config_hash"] == before["config_hash"]
+    # the extra shard is named: load_dataset would not read it
+    (x,) = [f for f in doc["findings"] if f["check"] == "index.extra_shard"]
+    assert (x["count"], x["shards"], x["severity"]) == (1, ["data/extra-00000.parquet"], "warn")
+    assert x["details"] == {"splits": {"train": "data/train-*", "test": "data/test-*"},
+                            "extra": ["data/extra-00000.parquet"]}
+    assert "datasets.load_dataset of this folder would not read them" in x["message"]
+    # its rows repeating train's are dup.exact_across_shards, its own rows the copies (though data/extra
+    # sorts before data/train: train's rows are the ones load_dataset reads, clean keeps them); test's
+    # rows are not compared with train there
+    extra = pl.read_parquet(extra_path).with_row_index("row")
+    copies = _across_expected(train, extra)
+    (a,) = [f for f in doc["findings"] if f["check"] == "dup.exact_across_shards"]
+    assert a["count"] == copies.height == 5
+    assert a["details"]["per_shard"] == {"data/extra-00000.parquet": copies.height}
+    assert a["rows"] == copies["row"].to_list()
+    assert a["shards"] == ["data/extra-00000.parquet", "data/train-00000-of-00001.parquet"]
+    assert _skip(doc, "dup.split_overlap") == []
+
+
+# push_to_hub's card: its configs name each split's data_files (then load_dataset reads those)
+CARD_WITH_CONFIGS = """---
+configs:
+- config_name: default
+  data_files:
+  - split: train
+    path: data/train-*
+  - split: test
+    path: data/test-*
+---
+# a dataset
+"""
+
+
+@pytest.mark.parametrize("card", [CARD_WITH_CONFIGS, "---\nlicense: mit\n---\n# a dataset\n", None])
+def test_a_card_with_configs_makes_no_claim_about_what_load_dataset_reads(leak, tmp_path, card):
+    """With configs in the card, load_dataset reads their data_files, which datacheck does not
+    resolve: no index.extra_shard (it could be a false alarm); the leak is still an error."""
+    _write(leak / "data" / "extra-00000.parquet", _frame(100, 120))
+    if card is not None:
+        (leak / "README.md").write_text(card, encoding="utf-8")
+    r = _audit(leak, tmp_path)
+    doc = json.loads(r.stdout)
+    assert r.returncode == 1
+    assert [f["count"] for f in doc["findings"] if f["check"] == "dup.split_overlap"] == [10]
+    want = [] if card == CARD_WITH_CONFIGS else [["data/extra-00000.parquet"]]
+    assert [f["shards"] for f in doc["findings"] if f["check"] == "index.extra_shard"] == want
+
+
+def test_a_file_naming_no_split_is_left_out_and_said(tmp_path):
     root = tmp_path / "mixed"
     _write(root / "train.parquet", _frame(0, 50))
     _write(root / "test.parquet", _frame(0, 10))
     _write(root / "contest.parquet", _frame(200, 210))  # "test" inside a word names no split
-    doc = json.loads(_audit(root, tmp_path).stdout)
-    assert [f["count"] for f in doc["findings"] if f["check"] == "dup.exact_across_shards"] == [10]
-    (why,) = _skip(doc, "dup.split_overlap")
-    assert "1 shard(s) name no split by a split keyword in the file name (contest.parquet)" in why
-    assert "name the splits under [splits]" in why
+    r = _audit(root, tmp_path)
+    doc = json.loads(r.stdout)
+    assert r.returncode == 1
+    assert [(f["count"], f["details"]["split"]) for f in doc["findings"] if f["check"] == "dup.split_overlap"] == [
+        (10, "test")]
+    assert [f["shards"] for f in doc["findings"] if f["check"] == "index.extra_shard"] == [["contest.parquet"]]
+    assert "dup.exact_across_shards" not in _checks(doc)  # contest's rows repeat nothing
+
+
+def test_diff_names_the_inferred_splits_that_changed(leak, tmp_path):
+    """Adding a shard in no split keeps the inferred splits (no config change); adding a validation
+    shard changes them, and diff says so rather than 'the config changed'."""
+    def report(name: str) -> str:
+        out = tmp_path / f"{name}.json"
+        run_cli("audit", str(leak), "--no-cache", "--no-progress", "--format", "json", "-o", str(out),
+                "--report-dir", str(tmp_path / "reports"), cwd=tmp_path)
+        return str(out)
+
+    base = report("base")
+    _write(leak / "data" / "extra-00000.parquet", _frame(100, 120))
+    extra = report("extra")
+    _write(leak / "data" / "validation-00000-of-00001.parquet", _frame(300, 320))
+    val = report("val")
+    first = run_cli("diff", base, extra, cwd=tmp_path).stdout.splitlines()[0]
+    assert "config" not in first and "splits" not in first
+    line = run_cli("diff", extra, val, cwd=tmp_path).stdout.splitlines()[0]
+    assert line.endswith("(the splits inferred from the Hub's file names changed: train = 'data/train-*', "
+                         "test = 'data/test-*' -> train = 'data/train-*', validation = 'data/validation-*', "
+                         "test = 'data/test-*')")
+    md = run_cli("diff", extra, val, "--format", "markdown", cwd=tmp_path).stdout
+    assert "validation = 'data/validation-*'" in md and "(config changed)" not in md
 
 
 def test_plan_takes_the_train_split_of_a_hub_layout(leak, tmp_path):
@@ -255,6 +370,7 @@ def test_plan_takes_the_train_split_of_a_hub_layout(leak, tmp_path):
 # ------------------------------------------------------------------------------------ real data
 
 EMOTION = REALDATA / "emotion"
+SST2 = REALDATA / "sst2_vi_glue_parquet"
 DKHATE = REALDATA / "dkhate_danish_offensive" / "raw_parquet"
 
 
@@ -315,3 +431,37 @@ def test_dkhate_raw_folder_audited_whole(tmp_path):
     # rows repeating an earlier row of their file (text and label)
     assert in_shard == {"train-00000-of-00001.parquet": train.height - train.unique().height,
                         "test-00000-of-00001.parquet": test.height - test.unique().height}
+
+
+@pytest.mark.realdata
+def test_sst2_hub_folder_with_an_extra_shard_keeps_its_leaks_errors(tmp_path):
+    """GLUE SST-2 as on the Hub (train/validation/test-00000-of-00001.parquet at the root) plus an
+    extra-00000.parquet holding train's first 100 rows: the splits stay train/validation/test, the
+    test sentences found in train (3 in this copy, counted here) stay dup.split_overlap errors."""
+    if not SST2.is_dir():
+        pytest.skip("../shared/realdata is not present")
+    root = tmp_path / "sst2"
+    root.mkdir()
+    read = {}
+    for name in ("train", "validation", "test"):
+        shutil.copy(SST2 / f"{name}-00000-of-00001.parquet", root)
+        read[name] = pl.read_parquet(root / f"{name}-00000-of-00001.parquet")
+    # PROVENANCE: train 67,349, validation 872, test 1,821 (all label -1)
+    assert {n: df.height for n, df in read.items()} == {"train": 67_349, "validation": 872, "test": 1_821}
+    assert read["test"]["label"].unique().to_list() == [-1]
+    extra = read["train"].head(100)
+    extra.write_parquet(root / "extra-00000.parquet")
+    cfg = '[columns]\ntext = "sentence"\nlabel = "label"\n'
+    doc = json.loads(_audit(root, tmp_path, config=cfg).stdout)
+    leaks = {n: read[n].filter(pl.col("sentence").is_in(read["train"]["sentence"].implode())).height
+             for n in ("validation", "test")}
+    got = {f["details"]["split"]: f["count"] for f in doc["findings"] if f["check"] == "dup.split_overlap"}
+    assert got == {n: k for n, k in leaks.items() if k} and leaks["test"] > 0  # a real leak: the gate fails
+    assert doc["summary"]["status"] == "fail"
+    (x,) = [f for f in doc["findings"] if f["check"] == "index.extra_shard"]
+    assert x["shards"] == ["extra-00000.parquet"]
+    assert x["details"]["splits"] == {"train": "train-*", "validation": "validation-*", "test": "test-*"}
+    # extra's rows are all train's: each is a copy (the split's row is the first, though extra sorts first)
+    (a,) = [f for f in doc["findings"] if f["check"] == "dup.exact_across_shards"]
+    assert a["details"]["per_shard"] == {"extra-00000.parquet": extra.height}
+    assert a["rows"] == list(range(len(a["rows"])))

@@ -289,7 +289,40 @@ def test_payload_survives_the_result_cache(splits, tmp_path, monkeypatch):
     assert audited == []  # every shard (and its row hashes) answered from the cache
     for rep in (first, again):
         assert one(rep, "dup.split_overlap").count == 2
-        assert one(rep, "dup.exact_across_shards").count == 1
+        # train's "a" in two shards, and val/v.parquet (in no split here) repeating train's ("c", 0):
+        # a shard in no split is compared with every split, never left out
+        f = one(rep, "dup.exact_across_shards")
+        assert [e.value for e in f.examples] == ["train/b.parquet row 2 = train/a.parquet row 0",
+                                                 "val/v.parquet row 0 = train/a.parquet row 2"]
+
+
+def test_a_shard_in_no_split_is_compared_with_every_split_and_is_the_copy(tmp_path):
+    """extra/e.parquet, matched by no [splits] glob (it sorts before test/ and train/), repeats a train
+    row, a test row, and a row in both: each of its three rows is a copy of the split's row (the
+    split's row is the one a loader reads), and the test row in train stays dup.split_overlap only."""
+    root = tmp_path / "ds"
+    train = {"text": ["a", "b", "c", "shared"], "label": [0, 1, 0, 1]}
+    test = {"text": ["t1", "shared", "t2"], "label": [0, 1, 1]}
+    extra = {"text": ["b", "t2", "shared", "own"], "label": [1, 1, 1, 0]}
+    write(root, "train/a.parquet", train)
+    write(root, "test/t.parquet", test)
+    write(root, "extra/e.parquet", extra)
+    rep = run(root, {"splits": {"train": "train/*", "test": "test/*"}})
+    pairs = lambda d: list(zip(d["text"], d["label"]))  # noqa: E731
+    # expected: each extra row whose (text, label) is in train or test, with the first such split row
+    # in path order (test/ sorts before train/)
+    want = []
+    for i, key in enumerate(pairs(extra)):
+        hit = [("test/t.parquet", j) for j, k in enumerate(pairs(test)) if k == key]
+        hit += [("train/a.parquet", j) for j, k in enumerate(pairs(train)) if k == key]
+        if hit:
+            want.append((i, hit[0]))
+    f = one(rep, "dup.exact_across_shards")
+    assert f.count == len(want) == 3
+    assert [(e["row"], (e["first_shard"], e["first_row"])) for e in f.details["examples"]] == want
+    assert f.details["per_shard"] == {"extra/e.parquet": 3}
+    leak = [t for t in test["text"] if t in train["text"]]
+    assert one(rep, "dup.split_overlap").count == len(leak) == 1
 
 
 # ------------------------------------------- A [splits] glob that matches nothing

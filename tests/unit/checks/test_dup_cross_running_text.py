@@ -154,3 +154,23 @@ def test_a_passage_of_the_training_split_in_the_test_split_is_a_leak(tmp_path):
     assert [(e["row"], e["train_row"]) for e in f.details["examples"]] == want[:len(f.details["examples"])]
     clean = _audit(tmp_path / "clean", {"train.txt": "\n".join(train) + "\n", "test.txt": "\n".join(lines[20000:]) + "\n"})
     assert list(clean.findings) == []
+
+
+def test_a_running_text_in_no_split_is_compared_with_the_splits(tmp_path):
+    """a_extra.txt (no [splits] glob matches it, it sorts first) holds a passage of short train lines
+    (200+ characters together): its lines are the copies, found by the rule of two files (train read
+    first); before, a shard in no split was compared with no split's shard."""
+    train = [f"line {i} of the training text, short" for i in range(40)]
+    test = [f"held-out line {i}, short as well" for i in range(10)]
+    extra = ["an extra line of its own"] + train[10:18] + ["another line of its own"]
+    assert sum(len(x) for x in train[10:18]) >= RUNNING_TEXT_MIN_CHARS
+    want = _across(train, extra)
+    assert [r for r, _ in want] == list(range(1, 9))
+    rep = _audit(tmp_path / "d", {"train.txt": "\n".join(train) + "\n", "test.txt": "\n".join(test) + "\n",
+                                  "a_extra.txt": "\n".join(extra) + "\n"},
+                 {"splits": {"train": "train.txt", "test": "test.txt"}})
+    (f,) = _by(rep, "dup.exact_across_shards")
+    assert f.count == len(want)
+    assert [(e["shard"], e["row"], e["first_shard"], e["first_row"]) for e in f.details["examples"]] == [
+        ("a_extra.txt", r, "train.txt", t) for r, t in want][:len(f.details["examples"])]
+    assert not _by(rep, "dup.split_overlap")

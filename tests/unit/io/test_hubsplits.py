@@ -1,6 +1,7 @@
 """The Hugging Face Hub's split naming as ``[splits]`` entries (datacheck/io/hubsplits.py): which
-shard paths name which split, the glob written for each split, and the notes when no split is
-inferred (one split, a shard naming none or several, no train split, no one glob)."""
+shard paths name which split, the glob written for each split, the shards the deciding stage puts
+in no split (``load_dataset`` would not read them), and the notes when no split is inferred (one
+split, a shard naming several, no train split, no one glob)."""
 from __future__ import annotations
 
 import re
@@ -45,7 +46,7 @@ INFERRED = [
 @pytest.mark.parametrize(("paths", "want"), INFERRED, ids=[p[0][0] for p in INFERRED])
 def test_hub_layouts_give_the_splits_a_user_would_write(paths, want):
     got = hub_splits(paths)
-    assert got.splits == want and got.note is None
+    assert got.splits == want and got.note is None and got.unloaded == ()
     assert list(got.splits) == list(want)  # train first: dup.split_overlap compares the others with it
     # every shard lands in the split its name names, by the audit's own glob rule
     assert assign_splits(paths, got.splits) == {p: next(n for n, g in want.items() if assign_splits([p], {n: g}))
@@ -69,10 +70,12 @@ def test_a_keyword_inside_a_word_names_no_split(paths):
 # (paths, words the note must hold): no split inferred, and the note says why
 NOT_INFERRED = [
     (["data/train-00000-of-00002.parquet", "data/train-00001-of-00002.parquet"], ["one split only", "'train'"]),
-    (["train.parquet", "test.parquet", "extra.parquet"], ["1 shard(s) name no split", "extra.parquet", "train, test"]),
-    (["train.parquet", "contest.parquet"], ["1 shard(s) name no split", "contest.parquet"]),
-    # the folder stage decides: test.parquet names no split by folder
-    (["train/a.parquet", "test.parquet"], ["name no split by a split keyword as a folder name", "test.parquet"]),
+    # one split named; the shard naming none is said to be one the Hub's loader would not read
+    (["train.parquet", "contest.parquet"], ["one split only ('train'", "1 shard(s) name no split", "contest.parquet",
+                                            "would not read them"]),
+    # the folder stage decides: test.parquet names no split by folder, train/ is the only split
+    (["train/a.parquet", "test.parquet"], ["one split only ('train'", "name no split by a split keyword as a folder name",
+                                           "test.parquet"]),
     (["train/test/x.parquet", "train/a.parquet"], ["name more than one split", "train/test/x.parquet: train, test"]),
     (["train-test.parquet", "train.parquet"], ["more than one split", "train-test.parquet"]),
     (["validation.csv", "test.csv"], ["no training split", "validation, test"]),
@@ -80,6 +83,31 @@ NOT_INFERRED = [
     (["a/train.parquet", "b/x_train.jsonl", "c/test.parquet"],
      ["no one glob holds exactly the shards of split 'train'", "a/train.parquet, b/x_train.jsonl"]),
 ]
+
+
+# (paths, the splits, the shards in no split): the deciding stage names the splits; the shards it
+# matches no split for are left out of every split, as datasets' loader leaves them out
+UNLOADED = [
+    (["data/train-00000-of-00001.parquet", "data/test-00000-of-00001.parquet", "data/extra-00000.parquet"],
+     {"train": "data/train-*", "test": "data/test-*"}, ("data/extra-00000.parquet",)),
+    (["train.parquet", "test.parquet", "extra.parquet", "contest.parquet"],
+     {"train": "train.*", "test": "test.*"}, ("contest.parquet", "extra.parquet")),
+    # the push_to_hub stage decides: train.parquet beside data/train-NNNNN-of-NNNNN is not read
+    (["data/train-00000-of-00001.parquet", "data/test-00000-of-00001.parquet", "train.parquet"],
+     {"train": "data/train-*", "test": "data/test-*"}, ("train.parquet",)),
+    (["train/a.parquet", "test/b.parquet", "notes/c.parquet"], {"train": "train/*", "test": "test/*"},
+     ("notes/c.parquet",)),
+]
+
+
+@pytest.mark.parametrize(("paths", "want", "unloaded"), UNLOADED, ids=[p[2][0] for p in UNLOADED])
+def test_a_shard_in_no_split_leaves_the_splits_the_others_name(paths, want, unloaded):
+    got = hub_splits(paths)
+    assert (got.splits, got.unloaded, got.note) == (want, unloaded, None)
+    # no split's glob takes the shard in no split; every other shard is in the split its name names
+    assigned = assign_splits(paths, got.splits)
+    assert set(assigned) == set(paths) - set(unloaded)
+    assert list(got.splits) == list(want)
 
 
 @pytest.mark.parametrize(("paths", "words"), NOT_INFERRED, ids=[p[0][0] for p in NOT_INFERRED])
@@ -133,12 +161,13 @@ def test_inferred_splits_put_each_shard_where_its_name_says(paths):
     if ref is None:
         assert got.splits == {} and got.note is None
         return
-    clear = all(len(s) == 1 for s in ref.values())
+    clear = all(len(s) <= 1 for s in ref.values())  # a shard naming no split is left out, as datasets does
     names = {n for s in ref.values() for n in s}
     if not (clear and len(names) >= 2 and "train" in names):
-        assert got.splits == {} and got.note is not None
+        assert got.splits == {} and got.note is not None and got.unloaded == ()
         return
     if got.splits:
-        assert assign_splits(paths, got.splits) == {p: next(iter(s)) for p, s in ref.items()}
+        assert assign_splits(paths, got.splits) == {p: next(iter(s)) for p, s in ref.items() if s}
+        assert got.unloaded == tuple(sorted(p for p, s in ref.items() if not s))
     else:  # only when no one glob holds a split's shards
         assert got.note is not None and "no one glob" in got.note
