@@ -529,7 +529,10 @@ class TraceSection(_Section):
 
     spike: str = Field(default="robust", description=(
         "the spike rule when `--spike` is not given: `robust` (2x the median of the last 64 values and "
-        "6 robust sigmas above it; judged from the third value, 2x the largest earlier value until 8 are seen), `megatron`, `foundry`, `olmo` or `ratio:F:W`"))
+        "k robust sigmas above it, sigma from the window's consecutive differences, k for a 1% family-wise false "
+        "alarm rate over the values judged under gaussian or Student-t(4) noise as the log's differences show; "
+        "judged from the second value, 10x the first, then 2x the largest earlier value until 8 are seen), "
+        "`megatron`, `foundry`, `olmo` or `ratio:F:W`"))
     grad_spike_factor: float = Field(default=5.0, gt=1, le=1e6, description=(
         "the robust spike rule's factor over the median for the grad norm (the loss uses 2): the grad norm "
         "swings several-fold in clean runs (gradsnitch flags 8x, trainproof 10x its median)"))

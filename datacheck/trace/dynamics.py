@@ -25,7 +25,7 @@ from typing import Any
 from datacheck.model.findings import Finding
 from datacheck.trace.record import StepRecord
 from datacheck.trace.rules import Rule, Stream, TraceOptions, _finding, _g, log_rule, stream_name
-from datacheck.trace.spikes import MAD_SIGMA, ROBUST_MIN_HISTORY, ROBUST_SIGMAS
+from datacheck.trace.spikes import MAD_SIGMA, ROBUST_MIN_HISTORY, ROBUST_SIGMAS, SpikeDetector, SpikeRule
 
 __all__ = ["Points", "Pt", "MAX_POINTS", "MIN_POINTS", "median", "smooth", "smooth_width", "noise_sigma", "prefix_noise_sigmas", "relative_noise",
            "median_se", "expected_max_normal", "noise_upper", "NOISE_SE", "warmup_end", "spike_indices"]
@@ -250,24 +250,10 @@ def warmup_end(lrs: list[float | None]) -> int | None:
 
 
 def spike_indices(xs: list[float], factor: float, window: int = 64) -> list[int]:
-    """Indices of the values of ``xs`` that the robust spike rule (:mod:`datacheck.trace.spikes`) calls spikes."""
-    out = []
-    srt: list[float] = []
-    for i, x in enumerate(xs):
-        n = len(srt)
-        if n:
-            med = srt[n // 2] if n & 1 else 0.5 * (srt[n // 2 - 1] + srt[n // 2])
-            if med > 0 and x > factor * med:
-                hit = True
-                if n >= ROBUST_MIN_HISTORY:
-                    mad = median([abs(v - med) for v in srt])
-                    hit = x > med + ROBUST_SIGMAS * MAD_SIGMA * mad
-                if hit:
-                    out.append(i)
-        bisect.insort(srt, x)
-        if i >= window:
-            del srt[bisect.bisect_left(srt, xs[i - window])]
-    return out
+    """Indices of the values of ``xs`` that the robust spike rule (:class:`datacheck.trace.spikes.SpikeDetector`,
+    factor ``factor``, ``window`` values) calls spikes, fed in order (non-finite values are never spikes)."""
+    det = SpikeDetector(SpikeRule("robust", factor, window))
+    return [i for i, x in enumerate(xs) if det.feed(x)]
 
 
 def _ev(p: Pt, **values: Any) -> dict[str, Any]:
