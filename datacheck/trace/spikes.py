@@ -16,7 +16,8 @@ Presets:
   trend does not widen it, a spike does not widen its own band). ``k`` is set for a family-wise false
   alarm rate: the i-th value judged is tested at ``p_i = ALPHA / (2 i (1 + ln i)^2)``, whose sum over
   any number of values is at most :data:`SPIKE_ALPHA` (1%), under the noise the log shows: gaussian
-  (``k`` the normal quantile, 4.3 at the 30th value, 5.6 at the 5,000th) or heavy-tailed (Student-t
+  (``k`` the normal quantile, 4.3 at the 30th value, 5.6 at the 5,000th, but never under
+  :data:`ROBUST_SIGMAS`, 6: a sigma from a few differences is itself uncertain) or heavy-tailed (Student-t
   with 4 degrees of freedom, ``k`` its quantile over :data:`T4_DIFF_SIGMA`: 18 at the 30th value, 98
   at the 5,000th), weighted by the posterior odds of the two (:func:`robust_sigmas`), which the
   log's own consecutive differences update value by value (:func:`heavy_evidence`). A run's
@@ -110,9 +111,12 @@ def robust_sigmas(i: int, log_odds: float, alpha: float = SPIKE_ALPHA) -> float:
     clear so that a healthy noise crosses them with probability at most :func:`per_value_level` ``(i)``,
     half of it under each model: ``max(normal quantile(1 - p/2), t(4) quantile(1 - p / (2 w)) /
     T4_DIFF_SIGMA)`` with ``w`` the posterior probability of the heavy model (from ``log_odds``);
-    the normal quantile alone when ``w <= p / 2`` (the heavy model cannot reach the level)."""
+    the normal quantile alone when ``w <= p / 2`` (the heavy model cannot reach the level); never under
+    :data:`ROBUST_SIGMAS`."""
     p = per_value_level(i, alpha)
-    k = _NORMAL.inv_cdf(1.0 - 0.5 * p)
+    # never under ROBUST_SIGMAS (OLMo's 6, the rule before): a sigma from 7-63 differences is itself
+    # uncertain by 15-40%, and the normal quantile alone (2.8 at the first value judged) trusts it
+    k = max(ROBUST_SIGMAS, _NORMAL.inv_cdf(1.0 - 0.5 * p))
     w = 1.0 / (1.0 + math.exp(-log_odds))
     if w > 0.5 * p:
         k = max(k, t4_quantile(1.0 - 0.5 * p / w) / T4_DIFF_SIGMA)
