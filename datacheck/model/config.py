@@ -529,8 +529,9 @@ class TraceSection(_Section):
 
     spike: str = Field(default="robust", description=(
         "the spike rule when `--spike` is not given: `robust` (2x the median of the last 64 values and "
-        "k robust sigmas above it, sigma from the window's consecutive differences, k for a 1% family-wise false "
-        "alarm rate over the values judged under gaussian or Student-t(4) noise as the log's differences show; "
+        "k robust sigmas above it, sigma from the window's residuals (each value minus the median of the 3 before it), "
+        "k for a 1% family-wise false alarm rate over the values judged under gaussian or Student-t(4) noise as "
+        "the log's residuals show; "
         "judged from the second value, 10x the first, then 2x the largest earlier value until 8 are seen), "
         "`megatron`, `foundry`, `olmo` or `ratio:F:W`"))
     grad_spike_factor: float = Field(default=5.0, gt=1, le=1e6, description=(

@@ -11,25 +11,25 @@ Presets:
   :data:`OLMO_MIN_HISTORY` of them);
 - ``robust`` (the default): a value above ``max(F x median, median + k x sigma)`` of the previous
   (up to) 64 values, F = 2 for the loss (llm-foundry's ``outlier_multiplier``) and ``[trace]
-  grad_spike_factor`` (5) for the grad norm. ``sigma`` is the noise's robust standard deviation,
-  1.4826 x the median of the window's absolute differences between consecutive values / sqrt 2 (a
-  trend does not widen it, a spike does not widen its own band). ``k`` is set for a family-wise false
-  alarm rate: the i-th value judged is tested at ``p_i = ALPHA / (2 i (1 + ln i)^2)``, whose sum over
-  any number of values is at most :data:`SPIKE_ALPHA` (1%), under the noise the log shows: gaussian
-  (``k`` the normal quantile, 4.3 at the 30th value, 5.6 at the 5,000th, but never under
-  :data:`ROBUST_SIGMAS`, 6: a sigma from a few differences is itself uncertain) or heavy-tailed (Student-t
-  with 4 degrees of freedom, ``k`` its quantile over :data:`T4_DIFF_SIGMA`: 18 at the 30th value, 98
-  at the 5,000th), weighted by the posterior odds of the two (:func:`robust_sigmas`), which the
-  log's own consecutive differences update value by value (:func:`heavy_evidence`). A run's
-  noise is taken as gaussian until its differences show otherwise (prior log-odds
-  :data:`HEAVY_PRIOR_LOG_ODDS`): a t(4) noise moves the odds within 100-300 values, so one
-  occasional 5-10x value of a heavy-tailed noise is not a spike, while a 4x loss on a gaussian noise
-  of up to 20% of the loss still is. Values judged spikes, and the difference after them, are not
-  evidence. Judged from the second value on: at the second, a spike is above
-  :data:`SECOND_VALUE_FACTOR` (10) x the first; with fewer than :data:`ROBUST_MIN_HISTORY` earlier
-  values above F x the largest earlier value (a 3.6x jump at step 3 is a spike; a noisy small-batch
-  loss that swings 5x between its first steps is not). The F x median floor keeps a long
-  clean run quiet: a late, low-noise loss has a tiny sigma, and k of them are a few percent of the loss;
+  grad_spike_factor`` (5) for the grad norm. ``sigma`` is the noise's robust standard deviation from
+  the window's residuals (each value minus the median of the 3 before it): 1.4826 x their median
+  absolute value / :data:`RESIDUAL_SIGMA` (a trend does not widen it, a spike does not widen its own
+  band). ``k`` is set for a family-wise false alarm rate: the i-th value judged is tested at
+  ``p_i = ALPHA / (2 i (1 + ln i)^2)``, whose sum over any number of values is at most
+  :data:`SPIKE_ALPHA` (1%), under the noise the log shows: gaussian (``k`` the normal quantile, 4.3
+  at the 30th value, 5.6 at the 5,000th, but never under :data:`ROBUST_SIGMAS`, 6: a sigma from a few
+  residuals is itself uncertain) or heavy-tailed (Student-t with 4 degrees of freedom, ``k`` its
+  quantile over :data:`T4_RESID_SIGMA`: 25 at the 30th value, 133 at the 5,000th), weighted by the
+  posterior odds of the two (:func:`robust_sigmas`), which the log's own residuals update value by
+  value (:func:`heavy_evidence`). A run's noise is taken as gaussian until its residuals show
+  otherwise (prior log-odds :data:`HEAVY_PRIOR_LOG_ODDS`): a t(4) noise moves the odds within
+  100-300 values, so an occasional 5-10x value of a heavy-tailed noise is not a spike, while a 4x
+  loss on a gaussian noise of 10% of the loss still is. Values judged spikes are not evidence.
+  Judged from the second value on: at the second, a spike is above :data:`SECOND_VALUE_FACTOR` (10)
+  x the first; with fewer than :data:`ROBUST_MIN_HISTORY` earlier values above F x the largest
+  earlier value (a 3.6x jump at step 3 is a spike; a noisy small-batch loss that swings 5x between
+  its first steps is not). The F x median floor keeps a long clean run quiet: a late, low-noise loss
+  has a tiny sigma, and k of them are a few percent of the loss;
 - ``ratio:F:W`` (user): a value above F times the mean of the previous (up to) W values.
 
 Only finite values enter the windows; a non-finite value is ``log.non_finite``'s, not a spike.
@@ -45,7 +45,7 @@ from statistics import NormalDist
 from datacheck.model.errors import UsageError
 
 __all__ = ["SpikeRule", "parse_spike_rule", "SpikeDetector", "PRESETS", "OLMO_MIN_HISTORY", "ROBUST_MIN_HISTORY", "ROBUST_FIRST_JUDGED",
-           "ROBUST_SIGMAS", "MAD_SIGMA", "SECOND_VALUE_FACTOR", "SPIKE_ALPHA", "HEAVY_PRIOR_LOG_ODDS", "T4_DIFF_SIGMA", "T4_MAD_SIGMA", "per_value_level",
+           "ROBUST_SIGMAS", "MAD_SIGMA", "SECOND_VALUE_FACTOR", "SPIKE_ALPHA", "HEAVY_PRIOR_LOG_ODDS", "T4_RESID_SIGMA", "T4_MAD_SIGMA", "per_value_level",
            "robust_sigmas", "t4_quantile", "heavy_evidence"]
 
 PRESETS = ("robust", "megatron", "foundry", "olmo")
@@ -69,18 +69,21 @@ MAD_SIGMA = 1.4826
 #: length, has one value judged a spike (the tests per value sum to at most this)
 SPIKE_ALPHA = 0.01
 #: the prior log-odds of a heavy-tailed (t(4)) noise against a gaussian one before any evidence: e^-3,
-#: about 1 in 21. Chosen on a grid of synthetic runs (tests/unit/trace/test_spike_rates.py's shapes,
-#: 24 seeds a cell): 0 (even odds) judged the first hundred values of a gaussian run at t(4)'s 20-35
-#: sigmas (a 4x loss at 20% noise found in 0 of 24 100-value runs); -3 finds 17 of 24 there (the
-#: fixed 6 sigmas: 24) with t(4) false alarms 37 of 1,920 runs (-4: 56; -2: 27, finding 11 of 24)
+#: about 1 in 21. Chosen on tests/unit/trace/test_spike_rates.py's runs: t(4) noise at 35% of the loss,
+#: 300 values, flagged in 6 flat / 6 decreasing of 100 runs, a 4x loss at 20% gaussian noise in a
+#: 100-value run found in 21 of 30; -2: 6 / 4 and 9 of 30; -4: 12 / 8 and 27 of 30; -6: 16 / 14 and 30
 HEAVY_PRIOR_LOG_ODDS = -3.0
 #: the log-odds are kept within +-this (an older regime's evidence must not outweigh a new one for
 #: ever): e^-40 is below every test level of a run of up to 10^12 values
 LOG_ODDS_CAP = 40.0
-#: a standard t(4) variable's robust sigma from differences: 1.4826 x median |T - T'| / sqrt 2 for
-#: independent T, T' (median |T - T'| = 1.13775, by numerical integration of the t(4) density's
-#: convolution): a t(4) noise of scale s has the rule's sigma s x 1.19276
-T4_DIFF_SIGMA = 1.19276
+#: the robust sigma of a residual (a value minus the median of the 3 before it) over the noise's
+#: sigma for a gaussian noise: sqrt(1 + 0.449), 0.449 the variance of the median of 3 standard normals
+#: (simulation, 3 million draws: 1.2036)
+RESIDUAL_SIGMA = 1.2036
+#: a t(4) noise of scale s has the rule's sigma (1.4826 x the residuals' median absolute value /
+#: :data:`RESIDUAL_SIGMA`) s x T4_MAD_SIGMA x 1.2583 / RESIDUAL_SIGMA, 1.2583 the same ratio for t(4)
+#: noise (simulation, 3 million draws): 1.1481
+T4_RESID_SIGMA = 1.4826 * 0.7406970841126829 * 1.2583 / 1.2036
 #: a standard t(4) variable's robust sigma 1.4826 x MAD = 1.4826 x 0.740697 (t(4)'s 75% quantile,
 #: closed form): the heavy model of a standardized difference is t(4) scaled to this sigma
 T4_MAD_SIGMA = 1.4826 * 0.7406970841126829
@@ -110,24 +113,37 @@ def robust_sigmas(i: int, log_odds: float, alpha: float = SPIKE_ALPHA) -> float:
     """The robust rule's ``k`` for the ``i``-th judged value: the sigmas above the median a value must
     clear so that a healthy noise crosses them with probability at most :func:`per_value_level` ``(i)``,
     half of it under each model: ``max(normal quantile(1 - p/2), t(4) quantile(1 - p / (2 w)) /
-    T4_DIFF_SIGMA)`` with ``w`` the posterior probability of the heavy model (from ``log_odds``);
+    T4_RESID_SIGMA)`` with ``w`` the posterior probability of the heavy model (from ``log_odds``);
     the normal quantile alone when ``w <= p / 2`` (the heavy model cannot reach the level); never under
     :data:`ROBUST_SIGMAS`."""
     p = per_value_level(i, alpha)
-    # never under ROBUST_SIGMAS (OLMo's 6, the rule before): a sigma from 7-63 differences is itself
+    # never under ROBUST_SIGMAS (OLMo's 6, the rule before): a sigma from 7-63 residuals is itself
     # uncertain by 15-40%, and the normal quantile alone (2.8 at the first value judged) trusts it
     k = max(ROBUST_SIGMAS, _NORMAL.inv_cdf(1.0 - 0.5 * p))
     w = 1.0 / (1.0 + math.exp(-log_odds))
     if w > 0.5 * p:
-        k = max(k, t4_quantile(1.0 - 0.5 * p / w) / T4_DIFF_SIGMA)
+        k = max(k, t4_quantile(1.0 - 0.5 * p / w) / T4_RESID_SIGMA)
     return k
 
 
+def _residual(x: float, win: deque[float]) -> float:
+    """``x`` minus the median of the (up to) 3 values before it in ``win`` (not empty)."""
+    if len(win) >= 3:
+        a, b, c = win[-1], win[-2], win[-3]
+        ref = max(min(a, b), min(max(a, b), c))
+    elif len(win) == 2:
+        ref = 0.5 * (win[-1] + win[-2])
+    else:
+        ref = win[-1]
+    return x - ref
+
+
 def heavy_evidence(z: float) -> float:
-    """The log-likelihood ratio, heavy (t(4)) over gaussian, of one standardized difference ``z``
-    (a difference of consecutive values over sqrt 2 x the rule's sigma: N(0, 1) for a gaussian noise):
+    """The log-likelihood ratio, heavy (t(4)) over gaussian, of one standardized residual ``z`` (a value
+    minus the median of the 3 before it, over 1.4826 x the window's median absolute residual: close to
+    N(0, 1) for a gaussian noise):
     ``log f_t(z) - log f_N(z)`` with ``f_t`` the t(4) density scaled to the same robust sigma
-    (:data:`T4_MAD_SIGMA`). About -0.02 for a typical gaussian value, +5 for a 5-sigma one."""
+    (:data:`T4_MAD_SIGMA`): -0.06 at 0.67 sigma (a typical gaussian value), +7.2 at 5 sigmas."""
     y = T4_MAD_SIGMA * z
     return _LOG_T4_OVER_NORMAL - 2.5 * math.log1p(0.25 * y * y) + 0.5 * z * z
 
@@ -151,7 +167,7 @@ class SpikeRule:
     def describe(self) -> str:
         if self.kind == "robust":
             return (f"above max({self.factor:g}x the median, median + k robust sigmas) of the last {self.window} values, "
-                    f"k for a {SPIKE_ALPHA:.0%} family-wise false alarm rate under the noise the log's differences show "
+                    f"k for a {SPIKE_ALPHA:.0%} family-wise false alarm rate under the noise the log's residuals show "
                     "(robust)")
         if self.kind == "megatron":
             return f"above {self.factor:g}x the max of the first {self.window} values (megatron)"
@@ -204,18 +220,16 @@ class SpikeDetector:
         self.first: list[float] = []
         self.win: deque[float] = deque()
         self.sorted: list[float] = []  # the robust rule's window, kept sorted (bisect: O(window) memmove)
-        #: the robust rule's absolute differences of consecutive values in the window (window - 1), in
-        #: order and sorted: the noise's sigma without the trend
+        #: the robust rule's absolute residuals (a value minus the median of the 3 before it) of the
+        #: window's values but its first, in order and sorted: the noise's sigma without the trend
         self.dwin: deque[float] = deque()
         self.dsorted: list[float] = []
         #: the robust rule's log-odds of a heavy-tailed (t(4)) noise over a gaussian one
         #: (:func:`heavy_evidence`), the values judged with a sigma (the i of :func:`per_value_level`), the
-        #: sigmas of the last threshold (None: the threshold was F x median or F x the largest), and
-        #: whether the last value was a spike
+        #: sigmas of the last threshold (None: the threshold was F x median or F x the largest)
         self.log_odds = HEAVY_PRIOR_LOG_ODDS
         self.judged = 0
         self.sigmas: float | None = None
-        self.last_spike = False
         self.total = 0.0  # running sum and sum of squares of ``win``: O(1) per value
         self.total_sq = 0.0
         self.run = 0
@@ -293,21 +307,21 @@ class SpikeDetector:
             if n >= ROBUST_MIN_HISTORY:
                 self.judged += 1
                 m = len(dsrt)
-                sigma = MAD_SIGMA / math.sqrt(2.0) * (dsrt[m // 2] if m & 1 else 0.5 * (dsrt[m // 2 - 1] + dsrt[m // 2]))
+                spread = MAD_SIGMA * (dsrt[m // 2] if m & 1 else 0.5 * (dsrt[m // 2 - 1] + dsrt[m // 2]))
+                sigma = spread / RESIDUAL_SIGMA
                 if med > 0 and x > self.threshold:
                     self.sigmas = robust_sigmas(self.judged, self.log_odds)
                     self.threshold = max(self.threshold, med + self.sigmas * sigma)
                     spike = x > self.threshold
-                if not spike and not self.last_spike and sigma > 0:
-                    # the difference into this value is evidence of the noise's tails (not one into or
-                    # out of a spike: a real spike would teach the rule that spikes are noise)
-                    lo = self.log_odds + heavy_evidence((x - win[-1]) / (math.sqrt(2.0) * sigma))
+                if not spike and spread > 0:
+                    # this value's residual is evidence of the noise's tails (not a spike's: a real
+                    # spike would teach the rule that spikes are noise)
+                    lo = self.log_odds + heavy_evidence(_residual(x, win) / spread)
                     self.log_odds = min(LOG_ODDS_CAP, max(-LOG_ODDS_CAP, lo))
             elif med > 0 and x > self.threshold:
                 spike = True
-        self.last_spike = spike
         if win:
-            d = abs(x - win[-1])
+            d = abs(_residual(x, win))
             self.dwin.append(d)
             bisect.insort(dsrt, d)
         win.append(x)

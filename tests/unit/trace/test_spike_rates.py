@@ -60,7 +60,7 @@ def test_healthy_runs_are_rarely_flagged(kind, flat, cv):
 
 def test_a_long_heavy_tailed_run_is_not_flagged_for_its_tail():
     """t(4) noise at 35% of a flat loss, 3,000 values: single values 5-10x the median occur (the noise's
-    own tail); at most 4 of 20 runs flagged (measured 2; the old rule: 19 of 20)."""
+    own tail); at most 4 of 20 runs flagged (measured 3; the old rule: 19 of 20)."""
     flagged, tails = 0, 0
     for s in range(20):
         rng = np.random.default_rng([3000, s, 1])
@@ -71,13 +71,13 @@ def test_a_long_heavy_tailed_run_is_not_flagged_for_its_tail():
     assert flagged <= 4
 
 
-@pytest.mark.parametrize(("cv", "n", "at_least"), [(0.02, 100, 30), (0.10, 100, 29), (0.20, 100, 23),
-                                                   (0.02, 1000, 30), (0.10, 1000, 27), (0.20, 1000, 25)])
+@pytest.mark.parametrize(("cv", "n", "at_least"), [(0.02, 100, 30), (0.10, 100, 30), (0.20, 100, 21),
+                                                   (0.02, 1000, 30), (0.10, 1000, 29), (0.20, 1000, 25)])
 def test_a_planted_4x_loss_is_found(cv, n, at_least):
     """One loss 4x the healthy level at 25/50/75% of a decreasing gaussian run, 10 seeds each: found at that
     value in at least ``at_least`` of 30 (measured; the fixed 6 sigmas: 30 everywhere but 26 at 100 values and
     20% noise; the price of t(4) safety is at 10-20% noise, where a 4x loss is 15-30 sigmas of a gaussian
-    but within t(4)'s tail until the log's differences have shown the noise gaussian)."""
+    but within t(4)'s tail until the log's residuals have shown the noise gaussian)."""
     found = 0
     for onset in (0.25, 0.5, 0.75):
         for s in range(10):
@@ -116,10 +116,10 @@ def test_t4_quantile_is_students():
 
 
 def test_heavy_evidence_favours_the_tail_that_produced_the_values():
-    """Over 2,000 standardized differences, gaussian ones sum to strongly negative log-odds, t(4) ones
+    """Over 2,000 standardized residuals, gaussian ones sum to strongly negative log-odds, t(4) ones
     (scaled to the same robust sigma) to strongly positive."""
     rng = np.random.default_rng(0)
-    g = rng.normal(0, 1, 2000) * math.sqrt(2) / math.sqrt(2)
+    g = rng.normal(0, 1, 2000)
     t = rng.standard_t(4, 2000) / (1.4826 * 0.7406970841126829)
     assert sum(heavy_evidence(float(z)) for z in g) < -20
     assert sum(heavy_evidence(float(z)) for z in t) > 20
