@@ -17,8 +17,8 @@ Presets:
   band). ``k`` is set for a family-wise false alarm rate: the i-th value judged is tested at
   ``p_i = ALPHA / (2 i (1 + ln i)^2)``, whose sum over any number of values is at most
   :data:`SPIKE_ALPHA` (1%), under the noise the log shows: gaussian (``k`` the normal quantile, 4.3
-  at the 30th value, 5.6 at the 5,000th, but never under :data:`ROBUST_SIGMAS`, 6: a sigma from a few
-  residuals is itself uncertain) or heavy-tailed (Student-t with 4 degrees of freedom, ``k`` its
+  at the 30th value, 5.6 at the 5,000th, but never under :data:`ROBUST_SIGMAS`, 6, which it passes
+  at about the 20,000th: a sigma from a few residuals is itself uncertain) or heavy-tailed (Student-t with 4 degrees of freedom, ``k`` its
   quantile over :data:`T4_RESID_SIGMA`: 25 at the 30th value, 133 at the 5,000th), weighted by the
   posterior odds of the two (:func:`robust_sigmas`), which the log's own residuals update value by
   value (:func:`heavy_evidence`). A run's noise is taken as gaussian until its residuals show

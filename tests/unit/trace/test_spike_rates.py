@@ -6,16 +6,20 @@ rate of the rule before (max(2x median, median + 6 MAD sigmas) of the last 64 va
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 
 import numpy as np
 import pytest
 
 from datacheck.trace.spikes import (
+    ROBUST_SIGMAS,
     SPIKE_ALPHA,
+    T4_RESID_SIGMA,
     SpikeDetector,
     heavy_evidence,
     parse_spike_rule,
     per_value_level,
+    robust_sigmas,
     t4_quantile,
 )
 
@@ -123,3 +127,27 @@ def test_heavy_evidence_favours_the_tail_that_produced_the_values():
     t = rng.standard_t(4, 2000) / (1.4826 * 0.7406970841126829)
     assert sum(heavy_evidence(float(z)) for z in g) < -20
     assert sum(heavy_evidence(float(z)) for z in t) > 20
+
+
+def test_k_is_the_quantile_of_the_model_the_log_showed():
+    """With the odds all for the gaussian model, k is the normal quantile at p_i / 2, never under 6 (it
+    passes 6 at about the 20,000th value); all for t(4), the t(4) quantile at p_i / 2 over t(4)'s sigma as
+    the rule measures it."""
+    for i in (1, 30, 5000, 20_000):
+        assert robust_sigmas(i, -40.0) == ROBUST_SIGMAS
+    p = SPIKE_ALPHA / (2 * 10**6 * (1 + math.log(10**6)) ** 2)
+    assert robust_sigmas(10**6, -40.0) == pytest.approx(NormalDist().inv_cdf(1 - p / 2))
+    p = SPIKE_ALPHA / (2 * 5000 * (1 + math.log(5000)) ** 2)
+    assert robust_sigmas(5000, 40.0) == pytest.approx(t4_quantile(1 - p / 2) / T4_RESID_SIGMA, rel=1e-9)
+
+
+@pytest.mark.parametrize(("kind", "sign"), [("gauss", -1), ("t4", 1)])
+def test_the_detector_learns_the_noise_from_the_log(kind, sign):
+    """1,000 values of a flat loss at 10% noise: the detector's log-odds end far on the side of the noise
+    that made them (beyond +-10: odds of 22,000 to 1)."""
+    rng = np.random.default_rng(3)
+    _, loss = _healthy(1000, 0.10, kind, True, rng)
+    det = SpikeDetector(parse_spike_rule("robust"))
+    for x in loss:
+        det.feed(float(x))
+    assert sign * det.log_odds > 10
