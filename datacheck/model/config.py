@@ -539,8 +539,8 @@ class TraceSection(_Section):
         "swings several-fold in clean runs (gradsnitch flags 8x, trainproof 10x its median)"))
     divergence_factor: float = Field(default=1.5, gt=1, le=100, description=(
         "`log.divergence`: the smoothed loss above this multiple of its best level so far (the lowest smoothed "
-        "value plus its expected min-bias under the noise), plus one sigma of the smoothed curve (the level is "
-        "itself a smoothed value), is diverged (trainproof's MAX_LOSS_DIVERGENCE_RATIO 1.5); not applied to "
+        "value plus its expected min-bias under the noise), plus two sigmas of the level (a smoothed value: the "
+        "smoothed curve's sigma, of the fewer points the running median holds near the log's start), is diverged (trainproof's MAX_LOSS_DIVERGENCE_RATIO 1.5); not applied to "
         "the first loss (one value is no level)"))
     divergence_sigmas: float = Field(default=3.0, gt=0, le=100, description=(
         "`log.divergence`: or this many robust sigmas of the smoothed loss above its best level, whichever "
