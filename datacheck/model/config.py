@@ -536,14 +536,18 @@ class TraceSection(_Section):
 
     spike: str = Field(default="robust", description=(
         "the spike rule when `--spike` is not given: `robust` (2x the median of the last 64 values and "
-        "6 robust sigmas above it; judged from the third value, 2x the largest earlier value until 8 are seen), `megatron`, `foundry`, `olmo` or `ratio:F:W`"))
+        "k robust sigmas above it, sigma from the window's residuals (each value minus the median of the 3 before it), "
+        "k for a 1% family-wise false alarm rate over the values judged under gaussian or Student-t(4) noise as "
+        "the log's residuals show; "
+        "judged from the second value, 10x the first, then 2x the largest earlier value until 8 are seen), "
+        "`megatron`, `foundry`, `olmo` or `ratio:F:W`"))
     grad_spike_factor: float = Field(default=5.0, gt=1, le=1e6, description=(
         "the robust spike rule's factor over the median for the grad norm (the loss uses 2): the grad norm "
         "swings several-fold in clean runs (gradsnitch flags 8x, trainproof 10x its median)"))
     divergence_factor: float = Field(default=1.5, gt=1, le=100, description=(
         "`log.divergence`: the smoothed loss above this multiple of its best level so far (the lowest smoothed "
-        "value plus its expected min-bias under the noise), plus one sigma of the smoothed curve (the level is "
-        "itself a smoothed value), is diverged (trainproof's MAX_LOSS_DIVERGENCE_RATIO 1.5); not applied to "
+        "value plus its expected min-bias under the noise), plus two sigmas of the level (a smoothed value: the "
+        "smoothed curve's sigma, of the fewer points the running median holds near the log's start), is diverged (trainproof's MAX_LOSS_DIVERGENCE_RATIO 1.5); not applied to "
         "the first loss (one value is no level)"))
     divergence_sigmas: float = Field(default=3.0, gt=0, le=100, description=(
         "`log.divergence`: or this many robust sigmas of the smoothed loss above its best level, whichever "

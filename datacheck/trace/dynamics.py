@@ -25,13 +25,17 @@ from typing import Any
 from datacheck.model.findings import Finding
 from datacheck.trace.record import StepRecord
 from datacheck.trace.rules import Rule, Stream, TraceOptions, _finding, _g, log_rule, stream_name
-from datacheck.trace.spikes import MAD_SIGMA, ROBUST_MIN_HISTORY, ROBUST_SIGMAS
+from datacheck.trace.spikes import MAD_SIGMA, ROBUST_MIN_HISTORY, ROBUST_SIGMAS, SpikeDetector, SpikeRule
 
 __all__ = ["Points", "Pt", "MAX_POINTS", "MIN_POINTS", "median", "smooth", "smooth_width", "noise_sigma", "prefix_noise_sigmas", "relative_noise",
            "median_se", "expected_max_normal", "noise_upper", "NOISE_SE", "warmup_end", "spike_indices"]
 
 #: entries kept per stream (past it the stride doubles)
 MAX_POINTS = 8192
+#: the sigmas of the level's own uncertainty that log.divergence's 1.5x cap leaves over it: one-sided
+#: 97.7% (with 1, a flat run at 35% noise whose first losses were low was flagged in 2-13 of 96 runs;
+#: with 2, 2-9; the planted faults of benchmarks/trace_false_alarms.py --quick found as often)
+LEVEL_Z = 2.0
 #: finite losses a dynamics rule needs before it judges a stream
 MIN_POINTS = 8
 #: stagnation needs this many finite losses (a 20% window of fewer is a handful of values)
@@ -250,24 +254,10 @@ def warmup_end(lrs: list[float | None]) -> int | None:
 
 
 def spike_indices(xs: list[float], factor: float, window: int = 64) -> list[int]:
-    """Indices of the values of ``xs`` that the robust spike rule (:mod:`datacheck.trace.spikes`) calls spikes."""
-    out = []
-    srt: list[float] = []
-    for i, x in enumerate(xs):
-        n = len(srt)
-        if n:
-            med = srt[n // 2] if n & 1 else 0.5 * (srt[n // 2 - 1] + srt[n // 2])
-            if med > 0 and x > factor * med:
-                hit = True
-                if n >= ROBUST_MIN_HISTORY:
-                    mad = median([abs(v - med) for v in srt])
-                    hit = x > med + ROBUST_SIGMAS * MAD_SIGMA * mad
-                if hit:
-                    out.append(i)
-        bisect.insort(srt, x)
-        if i >= window:
-            del srt[bisect.bisect_left(srt, xs[i - window])]
-    return out
+    """Indices of the values of ``xs`` that the robust spike rule (:class:`datacheck.trace.spikes.SpikeDetector`,
+    factor ``factor``, ``window`` values) calls spikes, fed in order (non-finite values are never spikes)."""
+    det = SpikeDetector(SpikeRule("robust", factor, window))
+    return [i for i, x in enumerate(xs) if det.feed(x)]
 
 
 def _ev(p: Pt, **values: Any) -> dict[str, Any]:
@@ -352,16 +342,18 @@ def _first_margin(first: float, sigma: float, opts: TraceOptions) -> float:
     return max(lim.divergence_floor * first, lim.divergence_sigmas * sigma) if first > 0 else lim.divergence_sigmas * sigma
 
 
-def _margin(best: float, sigma: float, opts: TraceOptions) -> float:
+def _margin(best: float, sigma: float, opts: TraceOptions, level_sigma: float | None = None) -> float:
     """The band's margin over the level ``best`` whose smoothed curve's sigma is ``sigma``:
     ``divergence_sigmas`` sigmas, at least ``divergence_floor`` of the level, and cut to
-    ``divergence_factor - 1`` of it plus one sigma (the level is itself a smoothed value, known to one
-    sigma: 1.5x of a level one sigma low is inside the noise; flat runs at 35% noise were flagged 12-39
-    runs in 96 by the cut at 1.5x alone)."""
+    ``divergence_factor - 1`` of it plus :data:`LEVEL_Z` sigmas of the level ``level_sigma`` (default
+    ``sigma``): the level is itself a smoothed value, and 1.5x of a level one sigma low is inside the
+    noise (flat runs at 35% noise were flagged 12-39 runs in 96 by the cut at 1.5x alone; with one
+    sigma, runs whose first losses were low 2-13 in 96, with two 2-9)."""
     lim = opts.limits
     if best <= 0:
         return lim.divergence_sigmas * sigma
-    return max(lim.divergence_floor * best, min((lim.divergence_factor - 1) * best + sigma, lim.divergence_sigmas * sigma))
+    ls = sigma if level_sigma is None else level_sigma
+    return max(lim.divergence_floor * best, min((lim.divergence_factor - 1) * best + LEVEL_Z * ls, lim.divergence_sigmas * sigma))
 
 
 @log_rule("log.divergence")
@@ -387,8 +379,9 @@ class Divergence(_Dynamics):
     against its own swings). Without it a short noisy healthy run's best is 1-2 sigmas low and 1.5x of
     it under the level's own noise (12% of 40-point runs at 20-33% noise were flagged). The margin is
     ``divergence_sigmas`` sigmas of the smoothed curve, at least ``divergence_floor`` of the best level
-    and at most ``divergence_factor - 1`` of it plus one sigma (the level is a smoothed value known to
-    one sigma; so 1.5x the level and a sigma is always out of the band). "A new best" is the lowest
+    and at most ``divergence_factor - 1`` of it plus two sigmas of the level (a smoothed value; near the
+    log's start a median of fewer points, :func:`median_se` of those; so 1.5x the level and two such
+    sigmas is always out of the band). "A new best" is the lowest
     smoothed value of the rest plus its own min-bias under the best level. The first loss (one raw
     value: the centred median does not see a run that leaves it within half a width) is a reference
     too, once its noise is known (the log's, or 3 values): when it is under the best level and its band
@@ -427,6 +420,7 @@ class Divergence(_Dynamics):
         se = median_se(width)
         win = max(3, math.ceil(self.opts.limits.divergence_window * n))
         sigmas = self.opts.limits.divergence_sigmas
+        half = width // 2
         best, best_i = sm[0], 0
         low: list[float] = []  # -(the lowest smoothed value up to each index): non-decreasing, for bisect
         tops = []
@@ -444,7 +438,10 @@ class Divergence(_Dynamics):
             # values after it, and its band top sat under the run's level): the level is that much above it
             since = bisect.bisect_left(low, -(best + sigmas * s_i * se))
             level = best + s_i * se * expected_max_normal(max(best_i + 1, i + 1 - since) / width)
-            top = level + _margin(level, s_i * se, self.opts)
+            # near the log's start the running median is truncated: the best there is a median of
+            # fewer points, whose sigma is the level's uncertainty in the band's cap
+            se_b = median_se(min(width, best_i + half + 1))
+            top = level + _margin(level, s_i * se, self.opts, s_i * se_b)
             # the first loss, one raw value (the centred median does not see a run that leaves it within
             # width / 2 points): its band is the margin of the raw noise, not of the smoothed curve's,
             # once that noise is known (the log's relative noise, or 3 values), never under the log's relative noise at the level it

@@ -349,6 +349,8 @@ class _Spike(Rule):
                 self.first[s.key] = (s, self._details(rec, s, x, det.threshold))
                 if det.basis is not None:
                     self.first[s.key][1]["threshold_basis"] = det.basis
+                if det.sigmas is not None:
+                    self.first[s.key][1]["sigmas"] = det.sigmas
 
     def _details(self, rec: StepRecord, s: Stream, x: float, threshold: float | None) -> dict[str, Any]:
         prev_val = getattr(s.prev, self.metric) if s.prev is not None else None
@@ -389,6 +391,8 @@ class _Spike(Rule):
             # largest, not the median rule describe() states
             rule = (f"above {d['threshold_basis']} (the robust rule with fewer than {ROBUST_MIN_HISTORY} earlier values)"
                     if d.get("threshold_basis") else d["rule"])
+            if d.get("sigmas") is not None:
+                rule += f" (k = {d['sigmas']:.3g} here)"
             msg = (f"{s.name}: {self.metric.replace('_', ' ')} {d['value']:.4g} (previous {_g(d['previous_value'])}) "
                    f"is {rule}, threshold {_g(d['threshold'])}, at {_context(d)}; {self.count[key]} spike(s)")
             if d.get("grad_rise_step") is not None:

@@ -18,7 +18,10 @@ LOGS = SHARED / "logs"
 def test_the_third_value_is_judged_and_one_earlier_value_is_not_enough():
     det = SpikeDetector(parse_spike_rule("robust"))
     assert [det.feed(x) for x in (12.44, 12.44, 44.24)] == [False, False, True]  # 3.56x at the third value
-    assert det.unjudged == 2 and det.threshold == pytest.approx(2 * 12.44)
+    # the second value is judged against 10x the first (SECOND_VALUE_FACTOR): only the first is unjudged
+    assert det.unjudged == 1 and det.threshold == pytest.approx(2 * 12.44)
+    jump = SpikeDetector(parse_spike_rule("robust"))  # lr 100x too hot (tests/e2e/trace/test_tiny_runs.py)
+    assert [jump.feed(x) for x in (0.582, 7.762)] == [False, True] and jump.threshold == pytest.approx(5.82)
     # a real 4-row-batch regression run's first losses (tests/e2e/trace/test_real_runs_torch.py): noise, not a spike
     noisy = SpikeDetector(parse_spike_rule("robust"))
     assert [noisy.feed(x) for x in (1.006, 5.049, 1.137, 3.486, 0.385, 2.958, 4.176)] == [False] * 7
