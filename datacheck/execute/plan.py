@@ -742,7 +742,7 @@ def _rows(batches: list[tuple[int, int | None, Any]], space: RowSpace | None) ->
 
 def rows_of_step(plan_or_ledger: BatchPlan | MegatronPlan | Ledger, step: int, *, rank: int | None = None,
                  micro_batch: int | None = None, space: RowSpace | None = None,
-                 consumed: int | None = None, own_epochs: bool = False) -> list[StepRow]:
+                 consumed: int | None = None, own_epochs: bool = False, own_bound: bool = False) -> list[StepRow]:
     """The rows of optimizer step ``step``: every rank and micro-batch (or only ``rank`` /
     ``micro_batch``), in rank order, then micro-batch order, then batch order. A row the sampler
     repeated (wraparound) appears as often as it is loaded.
@@ -772,6 +772,9 @@ def rows_of_step(plan_or_ledger: BatchPlan | MegatronPlan | Ledger, step: int, *
             ``[batch] epochs`` bound on a rank (a logged step was all-reduced by every rank). False:
             every rank's epoch ``e`` starts at ``e x steps_per_epoch`` (a loop whose processes end an
             epoch together).
+        own_bound: with ``own_epochs``, a rank whose own count has passed ``[batch] epochs`` at ``step``
+            has no rows there (accelerate's ``even_batches=False`` loop: process 0's last steps have no
+            counterpart on a process with fewer; it trained nothing more).
     """
     if isinstance(plan_or_ledger, MegatronPlan):
         return plan_or_ledger.step_rows(step, rank, micro_batch, consumed=consumed)
@@ -781,7 +784,8 @@ def rows_of_step(plan_or_ledger: BatchPlan | MegatronPlan | Ledger, step: int, *
     if isinstance(plan_or_ledger, BatchPlan):
         epoch, s = plan_or_ledger.split_step(step)
         batches: list[tuple[int, int | None, Any]] = (
-            _own_epoch_batches(plan_or_ledger, step) if own_epochs else list(plan_or_ledger.order(epoch).step(s)))
+            _own_epoch_batches(plan_or_ledger, step, own_bound) if own_epochs
+            else list(plan_or_ledger.order(epoch).step(s)))
         space = plan_or_ledger.space
     else:
         recorded: list[LedgerBatch] = plan_or_ledger.step(step)
@@ -799,9 +803,10 @@ def rows_of_step(plan_or_ledger: BatchPlan | MegatronPlan | Ledger, step: int, *
     return _rows(batches, space)
 
 
-def _own_epoch_batches(plan: BatchPlan, step: int) -> list[tuple[int, int | None, Any]]:
+def _own_epoch_batches(plan: BatchPlan, step: int, bound: bool = False) -> list[tuple[int, int | None, Any]]:
     """``(rank, micro_batch, indices)`` of optimizer ``step`` when each rank counts its own steps over its
-    own epochs (``rows_of_step(own_epochs=True)``)."""
+    own epochs (``rows_of_step(own_epochs=True)``); ``bound``: none of a rank whose own epoch there is
+    past ``[batch] epochs``."""
     ga = plan.cfg.batch.grad_accum
     out: list[tuple[int, int | None, Any]] = []
     for r in range(len(plan.order(0).ranks)):
@@ -812,6 +817,8 @@ def _own_epoch_batches(plan: BatchPlan, step: int) -> list[tuple[int, int | None
             if steps == 0 or k < steps:
                 break
             epoch, k = epoch + 1, k - steps
+        if bound and epoch >= plan.cfg.batch.epochs:
+            continue
         lo = k * ga
         out.extend((r, m - lo, mbs[m]) for m in range(lo, min(lo + ga, len(mbs))))
     return out

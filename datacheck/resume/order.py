@@ -460,12 +460,13 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
                      "(no rank<r>.tsv.gz file, or one with no complete line): the rows planned for them count as "
                      "never seen; copy their ledger files, or the run lost them")
 
-    # a ledger whose ranks count their own steps over their own epochs (the Hugging Face Trainer's: with
-    # even_batches=False a rank with a batch fewer starts its next epoch sooner): each rank placed by its own
+    # a ledger whose ranks count their own steps over their own epochs (the Hugging Face Trainer's, and any
+    # accelerate loop's with even_batches=False a rank with a batch fewer starts its next epoch sooner): each rank placed by its own
     own = any(st.get("epoch_steps") == "own" for sts in led.states.values() for st in sts)
     if own:
         notes.append("the ledger's ranks count their own steps over their own epochs (the Hugging Face Trainer's "
-                     "numbering): each rank's step is placed in its own epochs")
+                     "numbering, and accelerate's with even_batches=False): each rank's step is placed in its own "
+                     "epochs")
 
     if varying:
         notes.append("the dataset's size changed between epochs (" + ", ".join(

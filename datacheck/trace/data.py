@@ -58,7 +58,7 @@ from datacheck.io.hashing import hash_file, index_hash
 from datacheck.io.ledger import Ledger, read_ledger, step_indices, tear_label
 from datacheck.io.outputs import write_frame_atomic
 from datacheck.io.shardbytes import Unreadable
-from datacheck.model.config import Config
+from datacheck.model.config import BatchSection, Config
 from datacheck.model.errors import OutOfMemory, UsageError
 from datacheck.model.findings import Example, Finding, Severity
 from datacheck.model.identity import compare_identity
@@ -606,6 +606,13 @@ def _build_check(b: Any, o: MegatronOrder, span: ShardSpan, impl: str, split: st
     return bad, good
 
 
+def _own_steps_loader(batch: BatchSection) -> bool:
+    """Whether ``[batch]`` is accelerate's loader with ``even_batches = false`` (``split_batches`` false):
+    its processes get different numbers of batches an epoch when the batches do not divide evenly, and
+    each counts its own steps over its own epochs (``BatchSamplerShard``)."""
+    return batch.loader == "accelerate" and not batch.even_batches and not batch.split_batches
+
+
 def trainer_epoch_check(plan: BatchPlan, conv: StepConvention, epochs: Mapping[int, float]) -> str | None:
     """The first logged step whose epoch a Hugging Face Trainer would not have logged over the plan, in
     words, or None when every one agrees.
@@ -667,7 +674,10 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
     (``rows_of_step(own_epochs=True)``: with accelerate's ``even_batches=False`` a process with a batch
     fewer starts its next epoch sooner; the description says so when the ranks' counts differ), held to
     the epochs the log reports at its steps (``epochs``: :func:`trainer_epoch_check`): a contradiction
-    stops the trace unless ``allow_mismatch`` (then ``source["dataset_mismatch"]`` says it).
+    stops the trace unless ``allow_mismatch`` (then ``source["dataset_mismatch"]`` says it). A plan of
+    accelerate's loader with ``even_batches = false`` (:func:`_own_steps_loader`) counts each rank's own
+    steps over its own epochs too (a loop's processes each count their own, and DDP pairs the ``k``-th
+    backward of every process), a rank past ``[batch] epochs`` in its own count having no rows.
     ``relaunches``: a Lightning Trainer's resume points (:func:`lightning_relaunches`); a step a launch
     resumed mid-epoch trained holds another plan step's batch (:func:`lightning_resumed_step`), said in
     the description and ``source["relaunched"]``.
@@ -714,6 +724,9 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
             if not allow_mismatch:
                 raise UsageError(said + "; give --ledger DIR (DatacheckCallback records each epoch as the Trainer "
                                  "trained it), or --allow-data-mismatch to trace from the plan anyway")
+    # accelerate's even_batches=False loop (no Trainer): nothing joins the processes at an epoch's end either;
+    # each counts its own steps (its own log's) and DDP pairs the k-th backward of every process
+    uneven = isinstance(plan, BatchPlan) and _own_steps_loader(plan.cfg.batch)
     out: StepRows = {}
     outside: list[int] = []
     placed: list[str] = []
@@ -739,7 +752,7 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
                 k, launch = lightning_resumed_step(k, relaunches, spe, conv)
                 if launch is not None:
                     relaunched.setdefault(launch, []).append(f"log step {step} = the plan's optimizer step {k}, not {was}")
-            out[step] = rows_of_step(plan, k, own_epochs=trainer)
+            out[step] = rows_of_step(plan, k, own_epochs=trainer or uneven, own_bound=uneven and not trainer)
     beyond = None  # the asked steps the plan does not have, said with the plan's steps and the data's rows
     if outside:
         length = ("[megatron] train_iters, or train_samples // global batch" if megatron else
@@ -778,8 +791,9 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
     else:
         pcfg = plan.cfg
         spes = [-(-len(mbs) // pcfg.batch.grad_accum) for mbs in plan.order(0).ranks]
-        if trainer and len(set(spes)) > 1:
-            spe_text = (f"{spe} steps per epoch on rank 0; each rank counts its own (the Hugging Face Trainer joins no "
+        if (trainer or uneven) and len(set(spes)) > 1:
+            who = "the Hugging Face Trainer" if trainer else "accelerate's loop with even_batches = false"
+            spe_text = (f"{spe} steps per epoch on rank 0; each rank counts its own ({who} joins no "
                         f"process at an epoch's end): {', '.join(f'rank {r}: {x}' for r, x in enumerate(spes))}, "
                         "so a rank with fewer starts its next epoch sooner")
         else:
@@ -918,8 +932,9 @@ def ledger_epoch_micro_batches(folder: str | Path, grad_accum: int) -> tuple[int
     When the ranks' counts of an epoch differ (accelerate's ``even_batches=False``: ``BatchSamplerShard``
     deals batch ``k`` to process ``k % world_size``, so the processes after the last short round get one
     batch fewer), the epoch's length in the log's count is the main process's (rank 0's, the most): the
-    process that logs (``accelerator.log`` and the Trainer log on the main process only), and the share
-    after whose steps ``record_batches`` starts every process's next epoch (``#end`` ``epoch_batches``).
+    process that logs (``accelerator.log`` and the Trainer log on the main process only); each other
+    rank's rows of the optimizer step it maps to are those of its own step of that number (each rank
+    counts its own steps over its own epochs, ``#state`` ``"epoch_steps": "own"``).
 
     Raises:
         UsageError: the epochs' counts differ, some is not a multiple of ``grad_accum``, and an epoch
