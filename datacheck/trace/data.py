@@ -58,7 +58,7 @@ from datacheck.io.hashing import hash_file, index_hash
 from datacheck.io.ledger import Ledger, read_ledger, step_indices, tear_label
 from datacheck.io.outputs import write_frame_atomic
 from datacheck.io.shardbytes import Unreadable
-from datacheck.model.config import BatchSection, Config
+from datacheck.model.config import Config
 from datacheck.model.errors import OutOfMemory, UsageError
 from datacheck.model.findings import Example, Finding, Severity
 from datacheck.model.identity import compare_identity
@@ -606,13 +606,6 @@ def _build_check(b: Any, o: MegatronOrder, span: ShardSpan, impl: str, split: st
     return bad, good
 
 
-def _own_steps_loader(batch: BatchSection) -> bool:
-    """Whether ``[batch]`` is accelerate's loader with ``even_batches = false`` (``split_batches`` false):
-    its processes get different numbers of batches an epoch when the batches do not divide evenly, and
-    each counts its own steps over its own epochs (``BatchSamplerShard``)."""
-    return batch.loader == "accelerate" and not batch.even_batches and not batch.split_batches
-
-
 def trainer_epoch_check(plan: BatchPlan, conv: StepConvention, epochs: Mapping[int, float]) -> str | None:
     """The first logged step whose epoch a Hugging Face Trainer would not have logged over the plan, in
     words, or None when every one agrees.
@@ -675,7 +668,7 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
     fewer starts its next epoch sooner; the description says so when the ranks' counts differ), held to
     the epochs the log reports at its steps (``epochs``: :func:`trainer_epoch_check`): a contradiction
     stops the trace unless ``allow_mismatch`` (then ``source["dataset_mismatch"]`` says it). A plan of
-    accelerate's loader with ``even_batches = false`` (:func:`_own_steps_loader`) counts each rank's own
+    accelerate's loader with ``even_batches = false`` (:attr:`~datacheck.execute.plan.BatchPlan.own_steps`) counts each rank's own
     steps over its own epochs too (a loop's processes each count their own, and DDP pairs the ``k``-th
     backward of every process), a rank past ``[batch] epochs`` in its own count having no rows.
     ``relaunches``: a Lightning Trainer's resume points (:func:`lightning_relaunches`); a step a launch
@@ -726,7 +719,7 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
                                  "trained it), or --allow-data-mismatch to trace from the plan anyway")
     # accelerate's even_batches=False loop (no Trainer): nothing joins the processes at an epoch's end either;
     # each counts its own steps (its own log's) and DDP pairs the k-th backward of every process
-    uneven = isinstance(plan, BatchPlan) and _own_steps_loader(plan.cfg.batch)
+    uneven = isinstance(plan, BatchPlan) and plan.own_steps
     out: StepRows = {}
     outside: list[int] = []
     placed: list[str] = []
@@ -752,7 +745,7 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
                 k, launch = lightning_resumed_step(k, relaunches, spe, conv)
                 if launch is not None:
                     relaunched.setdefault(launch, []).append(f"log step {step} = the plan's optimizer step {k}, not {was}")
-            out[step] = rows_of_step(plan, k, own_epochs=trainer or uneven, own_bound=uneven and not trainer)
+            out[step] = rows_of_step(plan, k, own_epochs=trainer)  # an uneven accelerate plan: own steps
     beyond = None  # the asked steps the plan does not have, said with the plan's steps and the data's rows
     if outside:
         length = ("[megatron] train_iters, or train_samples // global batch" if megatron else
