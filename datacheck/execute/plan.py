@@ -325,12 +325,13 @@ class BatchPlan:
     @property
     def own_steps(self) -> bool:
         """Whether each rank counts its own steps over its own epochs: accelerate's loader with
-        ``even_batches = false`` (``split_batches`` false), whose ``BatchSamplerShard`` gives the processes
-        after the last batch's one batch fewer; nothing joins them at an epoch's end, each counts its own
-        steps (its own log's) and DDP pairs the ``k``-th backward of every process, so a process with
-        fewer starts its next epoch sooner (:func:`rows_of_step` places each rank's step so)."""
+        ``even_batches = false``, whose ``BatchSamplerShard`` gives the processes after the last batch's
+        one batch fewer (with ``split_batches``, those past a short last batch's rows); nothing joins them
+        at an epoch's end, each counts its own steps (its own log's) and DDP pairs the ``k``-th backward of
+        every process, so a process with fewer starts its next epoch sooner (:func:`rows_of_step` places
+        each rank's step so)."""
         b = self.cfg.batch
-        return b.loader == "accelerate" and not b.even_batches and not b.split_batches
+        return b.loader == "accelerate" and not b.even_batches
 
     def own_position(self, step: int, rank: int) -> tuple[int, int]:
         """(epoch, in-epoch step) of ``rank``'s own step ``step`` when each rank counts its own steps over

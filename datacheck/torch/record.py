@@ -716,11 +716,12 @@ class RecordingBatchSampler:
 
 
 def _uneven_shard(inner: Any) -> bool:
-    """Whether ``inner`` is a batch sampler accelerate built with ``even_batches=False`` (``BatchSamplerShard``;
-    ``split_batches`` False): its processes get different numbers of batches an epoch when the batches do
-    not divide evenly, and each counts its own steps over its own epochs (``#state`` ``"epoch_steps": "own"``)."""
+    """Whether ``inner`` is a batch sampler accelerate built with ``even_batches=False`` (``BatchSamplerShard``):
+    its processes get different numbers of batches an epoch when the batches do not divide evenly (with
+    ``split_batches`` a process past a short last batch's rows gets none of it), and each counts its own
+    steps over its own epochs (``#state`` ``"epoch_steps": "own"``)."""
     shard = _accelerate_chain(inner)[0]
-    return shard is not None and not getattr(shard, "even_batches", True) and not getattr(shard, "split_batches", False)
+    return shard is not None and not getattr(shard, "even_batches", True)
 
 
 def _epoch_batches(inner: Any, own: int) -> int:

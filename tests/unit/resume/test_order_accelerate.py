@@ -55,8 +55,9 @@ def _want_steps(epochs: int, **kw) -> dict[int, dict[int, list[int]]]:
 
 
 @pytest.mark.parametrize("kw,epochs", [({}, 2), ({"drop_last": True}, 2), ({"split_batches": True}, 2),
-                                       ({"even_batches": False}, 2)],
-                         ids=["even_batches", "drop_last", "split_batches", "uneven"])
+                                       ({"even_batches": False}, 2),
+                                       ({"even_batches": False, "split_batches": True}, 2)],
+                         ids=["even_batches", "drop_last", "split_batches", "uneven", "uneven_split"])
 def test_a_clean_run_is_the_plan(tmp_path, kw, epochs):
     seen = record_run(tmp_path, N, P, BS, SEED, ga=GA, epochs=epochs, **kw)
     for p in range(P):
@@ -68,7 +69,7 @@ def test_a_clean_run_is_the_plan(tmp_path, kw, epochs):
     assert (v.plan["even_batches"], v.plan["split_batches"]) == (kw.get("even_batches", True),
                                                                  kw.get("split_batches", False))
     assert v.never_seen["completed_epochs"] == list(range(epochs))
-    if kw == {"even_batches": False}:  # process 1 has a micro-batch fewer: it counts its own steps
+    if not kw.get("even_batches", True):  # process 1 has a micro-batch fewer: it counts its own steps
         shares = [len(s) for s in reference_shards(N, P, BS, SEED, 0, **kw)]
         assert shares == [7, 6]
         states = read_ledger(tmp_path).states
