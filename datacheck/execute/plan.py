@@ -322,6 +322,29 @@ class BatchPlan:
         """Steps of the whole run: steps per epoch x ``[batch] epochs``."""
         return self.steps_per_epoch * self.cfg.batch.epochs
 
+    @property
+    def own_steps(self) -> bool:
+        """Whether each rank counts its own steps over its own epochs: accelerate's loader with
+        ``even_batches = false``, whose ``BatchSamplerShard`` gives the processes after the last batch's
+        one batch fewer (with ``split_batches``, those past a short last batch's rows); nothing joins them
+        at an epoch's end, each counts its own steps (its own log's) and DDP pairs the ``k``-th backward of
+        every process, so a process with fewer starts its next epoch sooner (:func:`rows_of_step` places
+        each rank's step so)."""
+        b = self.cfg.batch
+        return b.loader == "accelerate" and not b.even_batches
+
+    def own_position(self, step: int, rank: int) -> tuple[int, int]:
+        """(epoch, in-epoch step) of ``rank``'s own step ``step`` when each rank counts its own steps over
+        its own epochs (``ceil(its micro-batches / grad_accum)`` each, epoch after epoch, not bounded by
+        ``[batch] epochs``; an epoch that gives the rank no step ends the count there)."""
+        ga = self.cfg.batch.grad_accum
+        epoch, k = 0, step
+        while True:
+            steps = -(-len(self.order(epoch).ranks[rank]) // ga)
+            if steps == 0 or k < steps:
+                return epoch, k
+            epoch, k = epoch + 1, k - steps
+
     def split_step(self, step: int) -> tuple[int, int]:
         """(epoch, in-epoch step) of global step ``step``.
 
@@ -742,7 +765,7 @@ def _rows(batches: list[tuple[int, int | None, Any]], space: RowSpace | None) ->
 
 def rows_of_step(plan_or_ledger: BatchPlan | MegatronPlan | Ledger, step: int, *, rank: int | None = None,
                  micro_batch: int | None = None, space: RowSpace | None = None,
-                 consumed: int | None = None, own_epochs: bool = False) -> list[StepRow]:
+                 consumed: int | None = None, own_epochs: bool = False, own_bound: bool = False) -> list[StepRow]:
     """The rows of optimizer step ``step``: every rank and micro-batch (or only ``rank`` /
     ``micro_batch``), in rank order, then micro-batch order, then batch order. A row the sampler
     repeated (wraparound) appears as often as it is loaded.
@@ -772,6 +795,11 @@ def rows_of_step(plan_or_ledger: BatchPlan | MegatronPlan | Ledger, step: int, *
             ``[batch] epochs`` bound on a rank (a logged step was all-reduced by every rank). False:
             every rank's epoch ``e`` starts at ``e x steps_per_epoch`` (a loop whose processes end an
             epoch together).
+        own_bound: with ``own_epochs``, a rank whose own count has passed ``[batch] epochs`` at ``step``
+            has no rows there (accelerate's ``even_batches=False`` loop: process 0's last steps have no
+            counterpart on a process with fewer; it trained nothing more). A plan whose ranks count their
+            own steps (:attr:`BatchPlan.own_steps`) is placed so without either (``own_epochs`` given:
+            as it says).
     """
     if isinstance(plan_or_ledger, MegatronPlan):
         return plan_or_ledger.step_rows(step, rank, micro_batch, consumed=consumed)
@@ -779,9 +807,12 @@ def rows_of_step(plan_or_ledger: BatchPlan | MegatronPlan | Ledger, step: int, *
         raise UsageError("--consumed-samples applies to Megatron data ([batch] loader = megatron): a torch sampler's "
                          "step is placed by its epoch and step alone")
     if isinstance(plan_or_ledger, BatchPlan):
+        if not own_epochs and plan_or_ledger.own_steps:
+            own_epochs = own_bound = True
         epoch, s = plan_or_ledger.split_step(step)
         batches: list[tuple[int, int | None, Any]] = (
-            _own_epoch_batches(plan_or_ledger, step) if own_epochs else list(plan_or_ledger.order(epoch).step(s)))
+            _own_epoch_batches(plan_or_ledger, step, own_bound) if own_epochs
+            else list(plan_or_ledger.order(epoch).step(s)))
         space = plan_or_ledger.space
     else:
         recorded: list[LedgerBatch] = plan_or_ledger.step(step)
@@ -799,19 +830,17 @@ def rows_of_step(plan_or_ledger: BatchPlan | MegatronPlan | Ledger, step: int, *
     return _rows(batches, space)
 
 
-def _own_epoch_batches(plan: BatchPlan, step: int) -> list[tuple[int, int | None, Any]]:
+def _own_epoch_batches(plan: BatchPlan, step: int, bound: bool = False) -> list[tuple[int, int | None, Any]]:
     """``(rank, micro_batch, indices)`` of optimizer ``step`` when each rank counts its own steps over its
-    own epochs (``rows_of_step(own_epochs=True)``)."""
+    own epochs (``rows_of_step(own_epochs=True)``); ``bound``: none of a rank whose own epoch there is
+    past ``[batch] epochs``."""
     ga = plan.cfg.batch.grad_accum
     out: list[tuple[int, int | None, Any]] = []
     for r in range(len(plan.order(0).ranks)):
-        epoch, k = 0, step
-        while True:
-            mbs = plan.order(epoch).ranks[r]
-            steps = -(-len(mbs) // ga)
-            if steps == 0 or k < steps:
-                break
-            epoch, k = epoch + 1, k - steps
+        epoch, k = plan.own_position(step, r)
+        if bound and epoch >= plan.cfg.batch.epochs:
+            continue
+        mbs = plan.order(epoch).ranks[r]
         lo = k * ga
         out.extend((r, m - lo, mbs[m]) for m in range(lo, min(lo + ga, len(mbs))))
     return out

@@ -12,8 +12,9 @@ A ``#state`` line is written each time the recorded sampler starts an epoch (or 
 starts): the epoch, the step the next batch belongs to (``start_step``), ``grad_accum``, the
 micro-batches the epoch's iteration yields (``batches``, when the sampler has a length) and the
 sampler's settings; ``"epoch_steps": "own"`` when each rank counts its own steps over its own epochs
-(the Hugging Face Trainer's numbering: a rank given fewer micro-batches an epoch starts its next epoch at
-an earlier step than another; absent: every rank's epoch starts after the longest share's steps). An ``#end`` line is written when an epoch's iteration ran to its end (every batch
+(the Hugging Face Trainer's numbering, and accelerate's ``even_batches=False`` loop's: a rank given fewer
+micro-batches an epoch starts its next epoch at an earlier step than another; absent, in a ledger of an
+older datacheck: every rank's epoch starts after the longest share's steps). An ``#end`` line is written when an epoch's iteration ran to its end (every batch
 received by the training loop): the epoch, the micro-batches it yielded on the rank (``batches``, what was
 observed, also for a sampler without a length), the most any rank got (``epoch_batches``: accelerate's
 ``even_batches=False`` gives some processes fewer) and ``next_step``, where the next epoch starts.

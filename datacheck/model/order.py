@@ -29,9 +29,10 @@ world_size`` (``split_batches`` false; the loader batch is ``batch_size``), or s
 of ``batch_size x world_size`` rows to process ``p`` (``split_batches`` true). ``even_batches`` (accelerate's
 default) completes the last round with rows from the epoch's start so every process gets as many full
 batches; ``drop_last`` drops a last round that is not full. Without ``even_batches`` the processes after
-the last batch's get one batch fewer: the epoch's steps are the longest share's (process 0's, the run's
-count), a shorter share has no micro-batch in the epoch's last step, and every process starts the next
-epoch at the same step (what ``record_batches`` records). accelerate sets the sampler's epoch to the
+the last batch's get one batch fewer: the epoch's steps (:attr:`EpochOrder.steps`) are the longest
+share's (process 0's), a shorter share has no micro-batch in the epoch's last step; each process counts
+its own steps over its own epochs (a process with fewer starts the next epoch sooner: what
+``record_batches`` records, ``"epoch_steps": "own"``, and ``rows_of_step(own_epochs=True)`` plans). accelerate sets the sampler's epoch to the
 loader's iteration count, so epoch ``e`` is seeded ``seed + e`` as with torch.
 
 With ``[batch] max_tokens`` (token-budget batching) the micro-batches of each rank are those of

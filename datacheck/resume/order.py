@@ -460,12 +460,13 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
                      "(no rank<r>.tsv.gz file, or one with no complete line): the rows planned for them count as "
                      "never seen; copy their ledger files, or the run lost them")
 
-    # a ledger whose ranks count their own steps over their own epochs (the Hugging Face Trainer's: with
-    # even_batches=False a rank with a batch fewer starts its next epoch sooner): each rank placed by its own
+    # a ledger whose ranks count their own steps over their own epochs (the Hugging Face Trainer's, and any
+    # accelerate loop's with even_batches=False a rank with a batch fewer starts its next epoch sooner): each rank placed by its own
     own = any(st.get("epoch_steps") == "own" for sts in led.states.values() for st in sts)
     if own:
         notes.append("the ledger's ranks count their own steps over their own epochs (the Hugging Face Trainer's "
-                     "numbering): each rank's step is placed in its own epochs")
+                     "numbering, and accelerate's with even_batches=False): each rank's step is placed in its own "
+                     "epochs")
 
     if varying:
         notes.append("the dataset's size changed between epochs (" + ", ".join(
@@ -699,8 +700,8 @@ def _rank_segments(led: Ledger, r: int, first: int) -> list[dict[str, Any]]:
     """Rank ``r``'s segments (its ``#state`` lines with a ``start_step``, file order), each a dict: ``start``,
     ``state``, ``mbs`` (its micro-batches' int64 arrays: those recorded at or after its start and before the
     next one's, less the first ``carried`` of its start step, which are the segment's before), ``ran_out``
-    (its iteration yielded ``batches`` micro-batches: recorded, run with no update after them
-    (``#untrained``), or skipped by a resumed Trainer (``skipped``)) and ``epoch``, the plan epoch it trains (see :func:`_visit_epochs`)."""
+    (its iteration yielded ``batches`` micro-batches, or the ``batches`` its ``#end`` line observed:
+    recorded, run with no update after them (``#untrained``), or skipped by a resumed Trainer (``skipped``)) and ``epoch``, the plan epoch it trains (see :func:`_visit_epochs`)."""
     segs = [st for st in led.states.get(r) or [] if _int(st.get("start_step")) is not None]
     # a resumed Trainer's iteration skipped its first ``skipped`` micro-batches (yielded, not trained)
     out: list[dict[str, Any]] = [{"start": st["start_step"], "state": st, "mbs": [], "n": _int(st.get("skipped")) or 0}
@@ -729,11 +730,20 @@ def _rank_segments(led: Ledger, r: int, first: int) -> list[dict[str, Any]]:
                 out[kk]["n"] += len(part)
                 if not counted_only:
                     out[kk]["mbs"].extend(np.asarray(b.indices, dtype=np.int64) for b in part if b.indices)
+    # the micro-batches an iteration observed when it ran to its epoch's end (its #end line): fewer than its
+    # #state's ``batches`` where the sampler's length overstates the rank's share (accelerate's
+    # BatchSamplerShard with split_batches and even_batches=False gives a process past a short last batch's
+    # rows nothing, yet the same length)
+    states = led.states.get(r) or []
+    observed = {id(states[n - 1]): b for n, end in led.ends.get(r) or [] if 0 < n <= len(states)
+                and (b := _int(end.get("batches"))) is not None}
     for k, sg in enumerate(out):
         st = sg["state"]
         rec = _int(st.get("epoch")) or 0
         batches = _int(st.get("batches"))
-        sg["ran_out"] = batches is not None and sg["n"] >= batches > 0
+        seen = observed.get(id(st))
+        sg["ran_out"] = ((batches is not None and sg["n"] >= batches > 0)
+                         or (seen is not None and sg["n"] >= seen > 0))
         if k == 0 or rec > out[k - 1]["epoch"]:
             sg["epoch"] = rec
         elif out[k - 1]["ran_out"]:

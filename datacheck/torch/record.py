@@ -28,9 +28,10 @@ Epochs may differ in length (a dataset whose size changes between epochs, a batc
 ``__len__``, accelerate's ``even_batches=False``, where some processes get a batch fewer): an iteration
 that runs to its epoch's end (every batch received by the loop) writes an ``#end`` line (the epoch, the
 micro-batches observed, the epoch's longest share and ``next_step``), and the next epoch starts at that
-step, on every process after the longest share's steps (the step count of the run, process 0's), except
-under the Hugging Face Trainer (``epoch_aligned``), where each process starts it after its own steps.
-There, once the loop reports its updates (:meth:`RecordingBatchSampler.step_taken`), micro-batches
+step: each process after its own steps (``ceil(its micro-batches / grad_accum)``; the ``#state`` line
+says ``"epoch_steps": "own"`` for accelerate's ``even_batches=False`` and under the Hugging Face Trainer,
+``epoch_aligned``): nothing joins the processes at an epoch's end, each counts its own updates (its own
+log's steps) and DDP's all-reduce pairs the ``k``-th backward of every process. Under the Trainer, once the loop reports its updates (:meth:`RecordingBatchSampler.step_taken`), micro-batches
 trained with no update after them in their epoch (a shrunk epoch's last, under the Trainer, which does
 not zero the gradients between epochs) are carried into the next epoch's first step: the ``#state`` line
 says ``"carried": k`` and the new epoch's micro-batches of that step are numbered from k.
@@ -638,7 +639,7 @@ class RecordingBatchSampler:
             self.next_micro = self._carry[1]
         state = {"epoch": epoch, "start_step": self.next_step, "rank": self.rank, "grad_accum": self.grad_accum,
                  "batches": batches, **_sampler_state(self.inner),
-                 **({"epoch_steps": "own"} if self.epoch_aligned else {}),
+                 **({"epoch_steps": "own"} if self.epoch_aligned or _uneven_shard(self.inner) else {}),
                  **({"trainer_epoch_batches": self.trainer_epoch_batches}
                     if self.trainer_epoch_batches is not None else {}),
                  **({"carried": self._carry[1]} if self._carry is not None else {}),
@@ -705,15 +706,22 @@ class RecordingBatchSampler:
                 own = seen + skipped
                 most = max(own, _epoch_batches(self.inner, own))
                 # a process that got fewer batches than another (accelerate's even_batches=False) starts the
-                # next epoch where the run's step count does, after the longest share's steps (a loop whose
-                # epochs end together); under the Trainer (epoch_aligned) after its own: nothing joins the
-                # processes at an epoch's end, each global_step counts its own updates
-                if not self.epoch_aligned:
-                    self.next_step += -(-most // self.grad_accum) - -(-own // self.grad_accum)
+                # next epoch after its own steps: nothing joins the processes at an epoch's end, each counts
+                # its own updates and DDP's all-reduce pairs the k-th backward of every process (its own k-th
+                # batch, whatever epoch it is in); a share of the longest length (every other loader) is the same
                 self._ended[epoch] = self.next_step
                 self._end = {"epoch": epoch, "rank": self.rank, "batches": own, "epoch_batches": most,
                              "next_step": self.next_step}
                 self._write_end()  # deferred: once the loop has received every batch issued (else at that commit)
+
+
+def _uneven_shard(inner: Any) -> bool:
+    """Whether ``inner`` is a batch sampler accelerate built with ``even_batches=False`` (``BatchSamplerShard``):
+    its processes get different numbers of batches an epoch when the batches do not divide evenly (with
+    ``split_batches`` a process past a short last batch's rows gets none of it), and each counts its own
+    steps over its own epochs (``#state`` ``"epoch_steps": "own"``)."""
+    shard = _accelerate_chain(inner)[0]
+    return shard is not None and not getattr(shard, "even_batches", True)
 
 
 def _epoch_batches(inner: Any, own: int) -> int:

@@ -667,7 +667,10 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
     (``rows_of_step(own_epochs=True)``: with accelerate's ``even_batches=False`` a process with a batch
     fewer starts its next epoch sooner; the description says so when the ranks' counts differ), held to
     the epochs the log reports at its steps (``epochs``: :func:`trainer_epoch_check`): a contradiction
-    stops the trace unless ``allow_mismatch`` (then ``source["dataset_mismatch"]`` says it).
+    stops the trace unless ``allow_mismatch`` (then ``source["dataset_mismatch"]`` says it). A plan of
+    accelerate's loader with ``even_batches = false`` (:attr:`~datacheck.execute.plan.BatchPlan.own_steps`) counts each rank's own
+    steps over its own epochs too (a loop's processes each count their own, and DDP pairs the ``k``-th
+    backward of every process), a rank past ``[batch] epochs`` in its own count having no rows.
     ``relaunches``: a Lightning Trainer's resume points (:func:`lightning_relaunches`); a step a launch
     resumed mid-epoch trained holds another plan step's batch (:func:`lightning_resumed_step`), said in
     the description and ``source["relaunched"]``.
@@ -714,6 +717,9 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
             if not allow_mismatch:
                 raise UsageError(said + "; give --ledger DIR (DatacheckCallback records each epoch as the Trainer "
                                  "trained it), or --allow-data-mismatch to trace from the plan anyway")
+    # accelerate's even_batches=False loop (no Trainer): nothing joins the processes at an epoch's end either;
+    # each counts its own steps (its own log's) and DDP pairs the k-th backward of every process
+    uneven = isinstance(plan, BatchPlan) and plan.own_steps
     out: StepRows = {}
     outside: list[int] = []
     placed: list[str] = []
@@ -739,7 +745,7 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
                 k, launch = lightning_resumed_step(k, relaunches, spe, conv)
                 if launch is not None:
                     relaunched.setdefault(launch, []).append(f"log step {step} = the plan's optimizer step {k}, not {was}")
-            out[step] = rows_of_step(plan, k, own_epochs=trainer)
+            out[step] = rows_of_step(plan, k, own_epochs=trainer)  # an uneven accelerate plan: own steps
     beyond = None  # the asked steps the plan does not have, said with the plan's steps and the data's rows
     if outside:
         length = ("[megatron] train_iters, or train_samples // global batch" if megatron else
@@ -778,8 +784,9 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
     else:
         pcfg = plan.cfg
         spes = [-(-len(mbs) // pcfg.batch.grad_accum) for mbs in plan.order(0).ranks]
-        if trainer and len(set(spes)) > 1:
-            spe_text = (f"{spe} steps per epoch on rank 0; each rank counts its own (the Hugging Face Trainer joins no "
+        if (trainer or uneven) and len(set(spes)) > 1:
+            who = "the Hugging Face Trainer" if trainer else "accelerate's loop with even_batches = false"
+            spe_text = (f"{spe} steps per epoch on rank 0; each rank counts its own ({who} joins no "
                         f"process at an epoch's end): {', '.join(f'rank {r}: {x}' for r, x in enumerate(spes))}, "
                         "so a rank with fewer starts its next epoch sooner")
         else:
@@ -918,8 +925,9 @@ def ledger_epoch_micro_batches(folder: str | Path, grad_accum: int) -> tuple[int
     When the ranks' counts of an epoch differ (accelerate's ``even_batches=False``: ``BatchSamplerShard``
     deals batch ``k`` to process ``k % world_size``, so the processes after the last short round get one
     batch fewer), the epoch's length in the log's count is the main process's (rank 0's, the most): the
-    process that logs (``accelerator.log`` and the Trainer log on the main process only), and the share
-    after whose steps ``record_batches`` starts every process's next epoch (``#end`` ``epoch_batches``).
+    process that logs (``accelerator.log`` and the Trainer log on the main process only); each other
+    rank's rows of the optimizer step it maps to are those of its own step of that number (each rank
+    counts its own steps over its own epochs, ``#state`` ``"epoch_steps": "own"``).
 
     Raises:
         UsageError: the epochs' counts differ, some is not a multiple of ``grad_accum``, and an epoch

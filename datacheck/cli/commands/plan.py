@@ -259,6 +259,8 @@ def _run(args: argparse.Namespace, tick: Ticker) -> int:
                                                   else source.order.consumed_before(args.step))
         elif isinstance(source, BatchPlan):
             epoch, s = source.split_step(args.step)
+            if source.own_steps and args.rank is not None:  # the rank counts its own steps over its own epochs
+                epoch, s = source.own_position(args.step, args.rank)
             result["step"].update(epoch=epoch, epoch_step=s)
             if source.supervised is not None:
                 result["step"]["supervised_tokens"] = int(sum(int(source.supervised[r.global_index]) for r in rows))

@@ -1,22 +1,25 @@
 """A real two-process CPU run of a Hugging Face ``accelerate`` loop with ``even_batches=False``
-(tests/helpers/acceleraterun_ddp.py over gloo, the epochs under ``join_uneven_inputs``), three epochs,
+(tests/helpers/acceleraterun_ddp.py over gloo, no join), three epochs,
 ``record_batches(accelerator.prepare(loader), folder)`` on each process.
 
 68 rows in batches of 8 are 9 DataLoader batches per epoch (the last of 4 rows); accelerate's
 ``BatchSamplerShard`` deals batch ``k`` to process ``k % 2`` and, without ``even_batches``, pads nothing:
-process 0 trains 5 batches an epoch (the short one included), process 1 trains 4. The run's optimizer
-steps are process 0's: ``ceil(5 / grad_accum)`` an epoch; process 1 has no micro-batch in the epoch's last
-step (grad_accum 1 and 2 alike), yet its next epoch starts at the same step as process 0's.
+process 0 trains 5 batches an epoch (the short one included), process 1 trains 4. Nothing joins the
+processes at an epoch's end: each counts its own optimizer steps (``ceil(its batches / grad_accum)`` an
+epoch: its own log's steps, and the k-th backward DDP's all-reduce pairs), so process 1's epoch 1 starts
+at its own step ``ceil(4 / grad_accum)``, not process 0's ``ceil(5 / grad_accum)``.
 
 Every expected row and step is computed here from the sampler arithmetic (``DistributedSampler(
 num_replicas=1, shuffle=True, seed 7)`` is ``torch.randperm(68)`` of a generator seeded ``7 + epoch``) and
-checked against the batches each process received from accelerate itself, never read back from datacheck:
-the order model (``epoch_order`` with ``[batch] loader = "accelerate"``, ``even_batches = false``) gives
-each process's batches in every epoch; the ledger puts process ``p``'s micro-batch ``k`` of epoch ``e`` at
-step ``e x ceil(5 / grad_accum) + k // grad_accum``; ``order verify`` passes with no divergent step; a NaN
-feature in a row of process 0's micro-batch 2 of epoch 2: ``trace --step`` of that step names both
-processes' rows of it (process 1's from its own epoch 2, which began at the run's step, not at its own
-count) and the NaN row among them.
+checked against the batches each process received from accelerate itself and the optimizer step its own
+loop counted at each (``seen{p}.jsonl``), never read back from datacheck: the order model (``epoch_order``
+with ``[batch] loader = "accelerate"``, ``even_batches = false``) gives each process's batches in every
+epoch; the ledger puts process ``p``'s micro-batch ``k`` of epoch ``e`` at its own step
+``e x ceil(share_p / grad_accum) + k // grad_accum``; ``order verify`` passes with no divergent step; a NaN
+feature in a row of process 0's micro-batch 2 of epoch 2: ``trace --step`` of that step (process 0's log)
+names the rows each process trained at its own step of that number (process 1, with fewer steps an
+epoch, has none there: its run ended sooner) and the NaN row among them; ``trace --step`` of process 1's
+own log in epoch 1 names exactly the rows process 1 trained at that step.
 """
 from __future__ import annotations
 
@@ -67,6 +70,16 @@ def _seen(root: Path, p: int) -> list[dict]:
     return [json.loads(line) for line in (root / f"seen{p}.jsonl").read_text().splitlines()]
 
 
+def _own_steps(p: int, ga: int) -> list[list[list[int]]]:
+    """Process p's optimizer steps in its own count, from 0 across epochs: each its micro-batches (a
+    process's epoch ends with a step of the remainder micro-batches)."""
+    out: list[list[list[int]]] = []
+    for e in range(EPOCHS):
+        share = _shares(e)[p]
+        out += [share[i:i + ga] for i in range(0, len(share), ga)]
+    return out
+
+
 def test_the_order_model_gives_each_process_its_batches_in_every_epoch(uneven_run):
     root, ga = uneven_run
     batch = BatchSection(batch_size=BATCH, world_size=WORLD, grad_accum=ga, seed=SEED, loader="accelerate",
@@ -82,17 +95,20 @@ def test_the_order_model_gives_each_process_its_batches_in_every_epoch(uneven_ru
         assert order.steps == math.ceil(MOST / ga)
 
 
-def test_the_ledger_numbers_every_process_by_the_runs_steps(uneven_run):
-    """Process 1 trains fewer micro-batches an epoch; its epoch e still starts at step e x spe, where process
-    0's (whose own counter is the run's: the logged steps) does."""
+def test_the_ledger_numbers_every_process_by_its_own_steps(uneven_run):
+    """Process 1 trains fewer micro-batches an epoch (4 to process 0's 5); each process's epoch e starts at
+    its own step ``e x ceil(share / ga)``, the count its own loop keeps (``seen{p}.jsonl``). Before, process
+    1's epochs were numbered by process 0's count (its epoch 1 from step 5 with ga 1)."""
     root, ga = uneven_run
-    spe = math.ceil(MOST / ga)
-    assert [s["optimizer_step"] for s in _seen(root, 0)] == [e * spe + k // ga for e in range(EPOCHS)
-                                                             for k in range(MOST)]
     led = read_ledger(root / "run")
     for p in range(WORLD):
-        got = sorted((b.step, b.micro_batch, b.epoch, list(b.indices)) for per in led.batches[p].values() for b in per)
+        share = len(_shares(0)[p])
+        assert share == (MOST if p == 0 else MOST - 1)
+        spe = math.ceil(share / ga)
         want = sorted((e * spe + k // ga, k % ga, e, rows) for e in range(EPOCHS) for k, rows in enumerate(_shares(e)[p]))
+        seen = _seen(root, p)  # what the process's own loop counted
+        assert sorted((s["optimizer_step"], s["micro_batch"] % ga, s["epoch"], s["rows"]) for s in seen) == want, p
+        got = sorted((b.step, b.micro_batch, b.epoch, list(b.indices)) for per in led.batches[p].values() for b in per)
         assert got == want, p
 
 
@@ -106,7 +122,7 @@ def test_order_verify_passes_with_no_divergent_step(uneven_run):
     assert res["plan"]["even_batches"] is False
 
 
-def test_trace_names_the_bad_step_and_both_processes_rows(uneven_run):
+def test_trace_names_the_bad_step_and_each_process_s_rows_of_it(uneven_run):
     root, ga = uneven_run
     spe = math.ceil(MOST / ga)
     step = BAD_EPOCH * spe + BAD_MICRO // ga
@@ -114,20 +130,49 @@ def test_trace_names_the_bad_step_and_both_processes_rows(uneven_run):
     rc, res, err = trace_json(str(root / "log.jsonl"), "--data", str(root / "data"), "--ledger", str(root / "run"),
                               "--config", str(root / "cols.toml"), "--step", str(step))
     assert rc == 1, err  # the loss is NaN from the row's first step (epoch 0) on
-    ks = range((step - BAD_EPOCH * spe) * ga, (step - BAD_EPOCH * spe + 1) * ga)
-    want = {str(p): [i for k in ks if k < len(_shares(BAD_EPOCH)[p]) for i in _shares(BAD_EPOCH)[p][k]]
-            for p in range(WORLD)}
-    assert all(want.values())
+    want = {str(p): [i for mb in _own_steps(p, ga)[step] for i in mb]
+            for p in range(WORLD) if step < len(_own_steps(p, ga))}
+    assert list(want) == ["0"]  # process 1's own count ends at 3 x ceil(4 / ga) steps, before this one
+    assert [s["rows"] for s in _seen(root, 0) if s["optimizer_step"] == step] == _own_steps(0, ga)[step]
+    assert max(s["optimizer_step"] for s in _seen(root, 1)) < step
     assert res["data"]["rows"]["steps"][str(step)] == want
     assert res["data"]["rows"]["row_checks"] == {str(bad): ["finite.nan:x1"]}
+
+
+@pytest.mark.parametrize("source", ["ledger", "plan"])
+def test_trace_of_process_1_s_own_log_in_a_later_epoch_names_its_rows(uneven_run, source):
+    """Process 1's own log (``log-rank1.jsonl``, its own step count) at its step 1 of epoch 1: the rows it
+    trained there (``seen1.jsonl``), from the ledger and from the plan alike. Before, process 1's epoch 1
+    was taken to start at process 0's count (step 5 with ga 1: [34, 63, 19, ...] trained, [40, 13, 46, ...]
+    named)."""
+    root, ga = uneven_run
+    spe1 = math.ceil((MOST - 1) / ga)  # process 1's own steps an epoch
+    step = 1 * spe1 + 1
+    trained = [s["rows"] for s in _seen(root, 1) if s["optimizer_step"] == step]
+    assert trained == _own_steps(1, ga)[step] == _shares(1)[1][ga:2 * ga]
+    assert [s["epoch"] for s in _seen(root, 1) if s["optimizer_step"] == step] == [1] * ga
+    if source == "ledger":
+        args = ["--ledger", str(root / "run"), "--config", str(root / "cols.toml")]
+    else:
+        (root / "plan.toml").write_text(COLUMNS + f"[batch]\nbatch_size = {BATCH}\nworld_size = {WORLD}\n"
+                                        f"seed = {SEED}\nepochs = {EPOCHS}\ngrad_accum = {ga}\n"
+                                        'loader = "accelerate"\neven_batches = false\n')
+        args = ["--config", str(root / "plan.toml")]
+    rc, res, err = trace_json(str(root / "log-rank1.jsonl"), "--data", str(root / "data"), *args,
+                              "--step", str(step))
+    assert rc in (0, 1), err
+    got = res["data"]["rows"]["steps"][str(step)]
+    assert got["1"] == [i for mb in trained for i in mb]
 
 
 def test_a_log_counting_micro_batches_names_the_rows_of_a_later_epoch(uneven_run):
     """The main process's log counts its own micro-batches across epochs (``log_micro.jsonl``), 5 an epoch;
     the ranks' ``#state`` counts differ (5 and 4). Log step ``n`` is micro-batch ``n % 5`` of epoch
-    ``n // 5``: optimizer step ``e x ceil(5 / ga) + k // ga``, micro-batch ``k % ga`` of every process that
-    has one. Before, the differing counts left the join to the plain count ``n // ga`` (epoch 2's micro-batch
-    2 was taken for step 6's micro-batch 0: another micro-batch's rows, the NaN row missed)."""
+    ``n // 5``: process 0's optimizer step ``e x ceil(5 / ga) + k // ga``, micro-batch ``k % ga``; each
+    other process's micro-batch ``k % ga`` of its own step of that number, where it has one (process 1,
+    ``ceil(4 / ga)`` steps an epoch, has run out by then). Before, the differing counts left the join to
+    the plain count ``n // ga`` (epoch 2's micro-batch 2 was taken for step 6's micro-batch 0: another
+    micro-batch's rows, the NaN row missed)."""
     root, ga = uneven_run
     if ga == 1:
         pytest.skip("a log of micro-batches needs grad_accum > 1")
@@ -141,8 +186,11 @@ def test_a_log_counting_micro_batches_names_the_rows_of_a_later_epoch(uneven_run
                               str(root / "run"), "--config", str(root / "cols.toml"), "--step", str(n),
                               "--step-unit", "micro-batch", "--first-step", "0")
     assert rc == 1, err
-    want = {str(p): _shares(BAD_EPOCH)[p][BAD_MICRO] for p in range(WORLD) if BAD_MICRO < len(_shares(BAD_EPOCH)[p])}
-    assert len(want) == WORLD
+    step, mb = seen0[n]["optimizer_step"], BAD_MICRO % ga
+    assert step == BAD_EPOCH * math.ceil(MOST / ga) + BAD_MICRO // ga
+    want = {str(p): _own_steps(p, ga)[step][mb] for p in range(WORLD)
+            if step < len(_own_steps(p, ga)) and mb < len(_own_steps(p, ga)[step])}
+    assert want == {"0": _shares(BAD_EPOCH)[0][BAD_MICRO]}
     assert res["data"]["rows"]["steps"][str(n)] == want
     assert res["data"]["rows"]["row_checks"] == {str(bad): ["finite.nan:x1"]}
     assert res["convention"]["epoch_micro_batches"] == MOST

@@ -12,8 +12,8 @@ an epoch's end: each process's ``state.global_step`` counts its own updates, and
 with process 1's first two of epoch 1 (the Trainer without ``max_steps`` would hang at the end: process 0
 waits for an all-reduce process 1 never makes).
 
-The ledger used to start process 1's epoch 1 after process 0's 3 steps (the longest share, right for a loop
-whose processes end an epoch together, not for the Trainer): it put process 1's epoch 1 at step 3, where
+The ledger used to start process 1's epoch 1 after process 0's 3 steps (the longest share, right only for a
+loop whose processes are joined at an epoch's end, not for the Trainer nor a plain accelerate loop): it put process 1's epoch 1 at step 3, where
 the Trainer trained it at 2, and lost its later micro-batches; trace named no row of process 1 at step 2.
 
 Every expected row and step is computed here from the sampler arithmetic and checked against the

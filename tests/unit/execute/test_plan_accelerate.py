@@ -95,3 +95,35 @@ def test_audit_wraparound_counts_accelerates_padding(tmp_path):
     assert N % P == 0
     assert not [f for f in datacheck.audit([str(data)], config=config_from_dict({"batch": keep})).findings
                 if f.check == "batch.wraparound"]
+
+
+def test_uneven_plan_steps_are_each_process_s_own_count_and_the_ledger_s(tmp_path):
+    """``even_batches = false``: process 0 gets 7 micro-batches an epoch (4 steps with GA 2), process 1 gets 6
+    (3 steps). Each process's step ``s`` is its own ``s``-th step, epoch after epoch (process 1's epoch 1
+    starts at its step 3), the ledger ``record_batches`` wrote around the prepared loaders agrees, process 1
+    has no rows at process 0's last steps (its 2 epochs are done), and ``datacheck plan --step --rank 1``
+    says so. Before, the plan put process 1's epoch 1 at process 0's step 4."""
+    data = _dataset(tmp_path)
+    plan = build_plan([str(data)], config_from_dict({"batch": {**BATCH, "even_batches": False}}))
+    refs = [reference_shards(N, P, BS, SEED, e, even_batches=False) for e in range(2)]
+    assert [len(s) for s in refs[0]] == [7, 6]
+    own = {p: [sum(refs[e][p][i:i + GA], []) for e in range(2) for i in range(0, len(refs[e][p]), GA)]
+           for p in range(P)}  # process p's steps in its own count: each its micro-batches' rows
+    assert [len(own[p]) for p in range(P)] == [8, 6]
+    record_run(tmp_path / "run", N, P, BS, SEED, ga=GA, epochs=2, even_batches=False)
+    led = read_ledger(tmp_path / "run")
+    for step in range(8):
+        want = {p: own[p][step] for p in range(P) if step < len(own[p])}
+        got = rows_of_step(plan, step)
+        assert {p: [x.global_index for x in got if x.rank == p] for p in want} == want, step
+        assert {x.rank for x in got} == set(want), step
+        assert [tuple(x) for x in rows_of_step(led, step, space=plan.space)] == [tuple(x) for x in got], step
+    cfg = tmp_path / "dc.toml"
+    cfg.write_text("[batch]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in {**BATCH, "even_batches": False}.items()))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = main(["plan", str(data), "--config", str(cfg), "--step", "4", "--rank", "1", "--format", "json"])
+    assert rc == 0
+    res = json.loads(out.getvalue())["result"]["step"]
+    assert [r["global_index"] for r in res["rows"]] == own[1][4] == sum(refs[1][1][2:4], [])
+    assert (res["epoch"], res["epoch_step"]) == (1, 1)  # process 1's own epoch 1 began at its step 3

@@ -38,19 +38,26 @@ def _recorded_steps(folder) -> dict[int, dict[int, list[int]]]:
 
 
 def _want_steps(epochs: int, **kw) -> dict[int, dict[int, list[int]]]:
-    """Run step -> process -> rows from accelerate's arithmetic, epoch ``e`` seeded ``SEED + e``."""
-    out = {}
+    """Step -> process -> rows from accelerate's arithmetic, epoch ``e`` seeded ``SEED + e``: each process
+    counts its own optimizer steps epoch after epoch, ``ceil(its micro-batches / GA)`` an epoch (with
+    ``even_batches=False`` process 1 gets 6 micro-batches where process 0 gets 7: 3 steps an epoch, not 4,
+    so its epoch 1 starts at its step 3; DDP pairs the k-th backward of every process)."""
+    out: dict[int, dict[int, list[int]]] = {}
+    base = [0] * P
     for e in range(epochs):
         ref = reference_shards(N, P, BS, SEED, e, **kw)
-        spe = -(-max(len(s) for s in ref) // GA)
-        for s in range(spe):
-            out[e * spe + s] = step_rows(ref, s, GA)
+        for p in range(P):
+            own = -(-len(ref[p]) // GA)
+            for s in range(own):
+                out.setdefault(base[p] + s, {})[p] = step_rows(ref, s, GA)[p]
+            base[p] += own
     return out
 
 
 @pytest.mark.parametrize("kw,epochs", [({}, 2), ({"drop_last": True}, 2), ({"split_batches": True}, 2),
-                                       ({"even_batches": False}, 1)],
-                         ids=["even_batches", "drop_last", "split_batches", "uneven"])
+                                       ({"even_batches": False}, 2),
+                                       ({"even_batches": False, "split_batches": True}, 2)],
+                         ids=["even_batches", "drop_last", "split_batches", "uneven", "uneven_split"])
 def test_a_clean_run_is_the_plan(tmp_path, kw, epochs):
     seen = record_run(tmp_path, N, P, BS, SEED, ga=GA, epochs=epochs, **kw)
     for p in range(P):
@@ -62,6 +69,13 @@ def test_a_clean_run_is_the_plan(tmp_path, kw, epochs):
     assert (v.plan["even_batches"], v.plan["split_batches"]) == (kw.get("even_batches", True),
                                                                  kw.get("split_batches", False))
     assert v.never_seen["completed_epochs"] == list(range(epochs))
+    if not kw.get("even_batches", True):  # process 1 has a micro-batch fewer: it counts its own steps
+        shares = [len(s) for s in reference_shards(N, P, BS, SEED, 0, **kw)]
+        assert shares == [7, 6]
+        states = read_ledger(tmp_path).states
+        assert [st["start_step"] for st in states[1]] == [0, -(-6 // GA)] == [0, 3]
+        assert [st["start_step"] for st in states[0]] == [0, 4]
+        assert all(st.get("epoch_steps") == "own" for sts in states.values() for st in sts)
     if kw == {}:  # the padding is trained twice, as planned: no order.seen_twice
         visits = np.bincount([i for shard in seen for i in sum(shard[0], [])], minlength=N)
         assert (visits == 2).sum() == 14 * BS - N and visits.min() == 1

@@ -173,7 +173,7 @@ def _ledger_of(folder, shares: dict[int, list[int]], ga: int) -> None:
             st = {"epoch": e, "batches": m, "grad_accum": ga, "rank": rank, "start_step": step}
             lines.append("#state\t" + json.dumps(st, sort_keys=True) + "\n")
             lines += [f"{step + k // ga}\t{rank}\t{k % ga}\t{e}\t{k}\n" for k in range(m)]
-            step += -(-max(c[e] for c in shares.values()) // ga)
+            step += -(-m // ga)  # each rank counts its own steps over its own epochs
         with gzip.open(folder / f"rank{rank}.tsv.gz", "wt") as f:
             f.write("".join(lines))
 
