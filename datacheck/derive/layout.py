@@ -43,7 +43,7 @@ first :data:`SAMPLE_ROWS` rows, read only when a rule needs them):
    a ``target`` role or a target-named column is a float);
 9. ``raw_text``: a text role and no other role (no label of any kind, no token ids, conversations,
    pairs, features or aligned lists, inferred or given), and no other column named like a label or
-   target (``label_name``, ``class``, ``score``: unknown, asking for ``[columns] label``): a corpus
+   target (``coarse_label``, ``class``, ``score``, a numeric ``label_name``: unknown, asking for ``[columns] label``): a corpus
    before tokenization, its other columns metadata (``url``, ``id``, ``timestamp``, a WebDataset
    sample's ``__key__``).
 
@@ -96,7 +96,7 @@ DELIMITERS = ("document_ids", "seq_lens", "cu_seqlens")
 #: float columns taken as a regression target (the role inference reads the same names)
 _TARGET_NAMES = TARGET_NAMES
 
-#: words in a column name that mark a label or target (``label_name``, ``coarse_label``, ``class``):
+#: words in a column name that mark a label or target (``coarse_label``, ``class``, a numeric ``label_name``):
 #: such a column beside text keeps the shard from being a corpus before tokenization (``raw_text``)
 _ANSWER_WORDS = ("label", "target", "class", "category", "score")
 
