@@ -34,7 +34,7 @@ if str(ROOT) not in sys.path:  # run as a script from a checkout: the checkout's
 from datacheck.listing import list_checks  # noqa: E402
 from datacheck.model import config as cfgmod  # noqa: E402
 from datacheck.model.layouts import LAYOUT_NAMES  # noqa: E402
-from datacheck.model.roles import ROLE_SPECS  # noqa: E402
+from datacheck.model.roles import NAME_LABELS, ROLE_SPECS  # noqa: E402
 
 CHECKS_MD = ROOT / "docs" / "checks.md"
 CONFIG_MD = ROOT / "docs" / "config.md"
@@ -175,6 +175,9 @@ def _rows(section: str, model: type[BaseModel]) -> list[str]:
             names = ", ".join(f"`{n}`" for n in spec.infer)
             meaning = (f"the `{key}` role" + (f"; inferred from a column named {names}" if names else "; never inferred")
                        + ("; a list of column groups whose lists align per row" if spec.arity == "groups" else ""))
+            if key == "label":
+                meaning += ("; else, with neither, a string column named " + " or ".join(f"`{n}`" for n in NAME_LABELS)
+                            + " (a class name) when only one exists")
         if meaning is None:
             raise SystemExit(f"docs/gen_reference.py: no meaning for {where}: give the field a description "
                              "or add it to MEANINGS")

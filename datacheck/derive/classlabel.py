@@ -311,7 +311,9 @@ def _with_tag_columns(cfg: Config, disc: Discovery, info_cache: dict[Any, Any]) 
     (``labels.unseen_class``), whichever column the token ``labels`` role is. Every declaration of a
     column must give the same names; when two differ the column is left out and a note says so.
     With a ``labels`` column beside two or more declared tag columns, which one it was aligned from
-    is unknown: a note says ``[labels] classes`` was not taken."""
+    is unknown: no ``[labels] classes`` are taken (no names, no unseen classes), but the largest
+    set's number of names bounds it (a label past every declared set is out of range whichever it
+    came from), and a note says so."""
     found: dict[str, list[tuple[tuple[str, ...], str]]] = {}
 
     def add(decl: dict[str, tuple[str, ...]], where: str) -> None:
@@ -337,14 +339,20 @@ def _with_tag_columns(cfg: Config, disc: Discovery, info_cache: dict[Any, Any]) 
         notes.append(f"the data declares {col!r} as Sequence(ClassLabel) with different names ({wa}: {len(a)} "
                      f"{list(a[:5])}, {wb}: {len(b)} {list(b[:5])}): no tag names were taken for it; set "
                      f"[labels] tag_classes.{col}")
+    ceiling = None
+    tagged = [c for c in TAG_NAMES if c in declared]
     if (cfg.labels.classes is None and cfg.labels.num_classes is None and cfg.columns.labels is None
-            and "labels" not in declared and sum(1 for c in TAG_NAMES if c in declared) >= 2
+            and "labels" not in declared and len(tagged) >= 2
             and any("labels" in feats for feats in _all_features(disc, info_cache))):
-        notes.append("a 'labels' column beside " + ", ".join(repr(c) for c in TAG_NAMES if c in declared)
+        top = max(tagged, key=lambda c: len(declared[c][0]))
+        k = len(declared[top][0])
+        ceiling = (k, f"the number of names of the largest declared tag set {top!r}")
+        notes.append("a 'labels' column beside " + ", ".join(repr(c) for c in tagged)
                      + " declared as Sequence(ClassLabel): which one its tags were aligned from is unknown, so "
-                     "'labels' is not bounded by tag names; each tag column is bounded by its own. Set [labels] "
-                     "classes (or num_classes) to the head's tag set to bound 'labels'")
-    return cfg.with_declared_tag_classes(declared, notes)
+                     f"'labels' is bounded only by the largest set, {top!r} ({k} names: a label >= {k} is past "
+                     "every declared set); each tag column is bounded by its own. Set [labels] classes (or "
+                     "num_classes) to the head's tag set to bound 'labels' exactly")
+    return cfg.with_declared_tag_classes(declared, notes, ceiling)
 
 
 def _all_features(disc: Discovery, info_cache: dict[Any, Any]) -> list[dict[str, Any]]:

@@ -27,8 +27,9 @@ first :data:`SAMPLE_ROWS` rows, read only when a rule needs them):
      :data:`AGREEMENT` of the supervised positions); ``sft_tokenized`` when the labels equal the ids
      (or the next ids) on at least :data:`AGREEMENT` of them and an ``assistant_mask`` column exists
      or some sample row ignores attended tokens before its first supervised one; ``causal_lm`` when
-     the labels equal the ids and some row is padded (a 0 in ``attention_mask``) or the rows differ
-     in length; ``packed_lm`` when every sample row is unpadded and of one length (``group_texts``);
+     the labels equal the ids and some row is padded (a 0 in ``attention_mask``; without a mask, a
+     run of ``[tokens] pad_token_id`` at one end of a row, of 2+ ids when it equals the eos id) or
+     the rows differ in length; ``packed_lm`` when every sample row is unpadded and of one length (``group_texts``);
      unknown (unsure) when the labels match neither;
    - without ``labels``: ``text_classification`` with a class ``label`` column; ``sft_tokenized``
      with an ``assistant_mask`` (the collator makes the labels from it: TRL's ``assistant_only_loss``
@@ -42,7 +43,7 @@ first :data:`SAMPLE_ROWS` rows, read only when a rule needs them):
    a ``target`` role or a target-named column is a float);
 9. ``raw_text``: a text role and no other role (no label of any kind, no token ids, conversations,
    pairs, features or aligned lists, inferred or given), and no other column named like a label or
-   target (``label_name``, ``class``, ``score``: unknown, asking for ``[columns] label``): a corpus
+   target (``coarse_label``, ``class``, ``score``, a numeric ``label_name``: unknown, asking for ``[columns] label``): a corpus
    before tokenization, its other columns metadata (``url``, ``id``, ``timestamp``, a WebDataset
    sample's ``__key__``).
 
@@ -95,7 +96,7 @@ DELIMITERS = ("document_ids", "seq_lens", "cu_seqlens")
 #: float columns taken as a regression target (the role inference reads the same names)
 _TARGET_NAMES = TARGET_NAMES
 
-#: words in a column name that mark a label or target (``label_name``, ``coarse_label``, ``class``):
+#: words in a column name that mark a label or target (``coarse_label``, ``class``, a numeric ``label_name``):
 #: such a column beside text keeps the shard from being a corpus before tokenization (``raw_text``)
 _ANSWER_WORDS = ("label", "target", "class", "category", "score")
 
@@ -122,8 +123,20 @@ def _struct_list(t: pl.DataType | None) -> bool:
     return t is not None and is_list(t) and isinstance(inner_dtype(t), pl.Struct)
 
 
-def _padded_or_ragged(df: pl.DataFrame, ids: str, mask: str | None) -> tuple[bool, str]:
-    """Whether some sample row is padded (a 0 in the mask) or the rows differ in length, in words."""
+def _padded_or_ragged(df: pl.DataFrame, ids: str, mask: str | None, pad: int | None = None,
+                      eos: int | None = None) -> tuple[bool, str]:
+    """Whether some sample row is padded (a 0 in the mask, or, without a mask, a run of pad ids at
+    one end) or the rows differ in length, with the reason in words.
+
+    Without an attention mask (``mask`` None or not sampled) the pad id ``pad``
+    (``[tokens] pad_token_id``; None: not read) tells padding: left-padded rows of one length (a
+    causal LM's ``padding_side="left"`` without the mask kept) were ``packed_lm``. A row counts as
+    padded when it starts or ends with a run of pad ids (not all of it: a row of padding only tells
+    no layout) of at least 1 id when ``eos`` (``[tokens] eos_token_id``) is known and differs from
+    the pad id, else of at least 2: with pad == eos (GPT-2's convention) a packed row may start or
+    end with the single eos of a document, never with two unless a document is empty, and then the
+    same run of 2+ occurs inside some row too; a sample holding a run of 2+ pad ids between two
+    other ids is therefore packed text (eos of empty documents), never padding evidence."""
     if mask is not None and mask in df.columns and df.height:
         zeros = int(df.select(pl.col(mask).list.eval(pl.element() == 0).list.any().sum()).item() or 0)
         if zeros:
@@ -131,6 +144,24 @@ def _padded_or_ragged(df: pl.DataFrame, ids: str, mask: str | None) -> tuple[boo
     lens = df[ids].list.len().drop_nulls()
     if lens.n_unique() > 1:
         return True, f"sample rows of {int(lens.min())} to {int(lens.max())} tokens"  # type: ignore[arg-type]
+    if pad is not None and (mask is None or mask not in df.columns) and len(lens) and int(lens[0]):
+        need = 1 if eos is not None and eos != pad else 2
+        is_pad = pl.element() == pad
+        runs = df.select(
+            lead=pl.col(ids).list.eval((~is_pad).cast(pl.Int64).cum_sum() == 0).list.sum(),
+            trail=pl.col(ids).list.reverse().list.eval((~is_pad).cast(pl.Int64).cum_sum() == 0).list.sum(),
+            pairs=pl.col(ids).list.eval(is_pad & is_pad.shift(1).fill_null(False)).list.sum(),
+            n=pl.col(ids).list.len()).drop_nulls()
+        lead, trail, pairs, n = (runs[c].to_numpy().astype(np.int64) for c in ("lead", "trail", "pairs", "n"))
+        some = lead < n  # a row of padding only tells no layout
+        edge = some & ((lead >= need) | (trail >= need))
+        inner = some & (pairs - np.maximum(lead - 1, 0) - np.maximum(trail - 1, 0) > 0)
+        if edge.any() and not (need == 2 and inner.any()):
+            side = ("left" if not (trail[edge] >= need).any() else "right" if not (lead[edge] >= need).any()
+                    else "left and right")
+            return True, (f"{int(edge.sum())} of {df.height} sample rows padded on the {side} with pad id {pad}"
+                          + (f" (runs of 2+: pad id == eos id {pad}" if need == 2 and eos is not None else
+                             " (runs of 2+: eos id unknown" if need == 2 else " (no attention mask") + ")")
     return False, (f"every sample row {int(lens[0])} tokens, unpadded" if len(lens) else "no sample rows")
 
 
@@ -418,7 +449,7 @@ _FALLBACKS = frozenset({"tabular", "regression", "raw_text"})
 
 
 def recognize(schema: dict[str, pl.DataType], roles: Roles, sample: Sample, ignore: int | None = -100,
-              spans: bool = False, pad: int | None = None) -> Layout:
+              spans: bool = False, pad: int | None = None, eos: int | None = None) -> Layout:
     """The layout the shard's columns and sample rows show (the module docstring's rules), of
     :func:`_recognize`; a declared role the shard lacks (``roles.missing``) is read from its stand-in
     (``roles.stand_ins``, made by role resolution) and named in the reason, and with no stand-in a lost token, conversation or
@@ -426,12 +457,12 @@ def recognize(schema: dict[str, pl.DataType], roles: Roles, sample: Sample, igno
     (:data:`_FALLBACKS`). Arguments and result: :func:`_recognize`'s."""
     lost = [(r, c) for r, c in roles.missing if not roles.of(r)]
     if not lost and not roles.stand_ins:
-        return _recognize(schema, roles, sample, ignore, spans, pad)
+        return _recognize(schema, roles, sample, ignore, spans, pad, eos)
     said = "; ".join([f"[columns] {r} names {c!r}, which this shard " + ("lacks" if c not in schema else
                       "holds in a dtype that cannot serve it") + f" ({used!r} read in its place, as if the key were unset)"
                       for r, c, used in roles.stand_ins]
                      + [f"[columns] {r} names {c!r}, which this shard lacks" for r, c in lost])
-    layout = _recognize(schema, roles, sample, ignore, spans, pad)
+    layout = _recognize(schema, roles, sample, ignore, spans, pad, eos)
     bare = [r for r, _c in lost if r in _STRUCTURAL]
     if bare and (layout.name in _FALLBACKS or layout.name is None):
         return Layout(None, "unknown", f"unsure: {said}, so the rows cannot be told from the columns left"
@@ -440,7 +471,7 @@ def recognize(schema: dict[str, pl.DataType], roles: Roles, sample: Sample, igno
 
 
 def _recognize(schema: dict[str, pl.DataType], roles: Roles, sample: Sample, ignore: int | None = -100,
-               spans: bool = False, pad: int | None = None) -> Layout:
+               spans: bool = False, pad: int | None = None, eos: int | None = None) -> Layout:
     """The layout the shard's columns and sample rows show (the module docstring's rules).
 
     Args:
@@ -452,7 +483,10 @@ def _recognize(schema: dict[str, pl.DataType], roles: Roles, sample: Sample, ign
         spans: ``[sft] response_template_ids`` is set: the rows have assistant spans (token rows are
             then fine-tuning rows, ``sft_tokenized`` or ``packed_sft``, whatever their labels hide).
         pad: ``[tokens] pad_token_id`` (None: unknown): in rows without an attention mask, the
-            positions of this id are padding, no evidence of what the labels are.
+            positions of this id are padding, no evidence of what the labels are, and a run of
+            them at one end of a row makes the row padded (:func:`_padded_or_ragged`).
+        eos: ``[tokens] eos_token_id`` (None: unknown): with pad == eos (or eos unknown) only a run
+            of 2+ pad ids at one end of a row is padding (a packed row may end in one eos).
 
     Returns:
         A :class:`Layout` of source ``recognized``, or of source ``unknown`` (name None) with the
@@ -477,7 +511,7 @@ def _recognize(schema: dict[str, pl.DataType], roles: Roles, sample: Sample, ign
         return found("chat_sft", f"conversations {roles.messages!r}")
     ids = roles.input_ids if roles.input_ids is not None and _int_list(schema.get(roles.input_ids)) else None
     if ids is not None:
-        return _tokenized(schema, roles, sample, ids, labels, ignore, spans, pad, found, unknown)
+        return _tokenized(schema, roles, sample, ids, labels, ignore, spans, pad, found, unknown, eos)
     if roles.aligned and roles.labels is not None:
         return found("token_classification", f"aligned words and tags {list(roles.aligned[0])}")
     # the target role (given, or a float label read as the target) first, then float columns named as targets
@@ -507,7 +541,7 @@ def _recognize(schema: dict[str, pl.DataType], roles: Roles, sample: Sample, ign
 
 def _tokenized(schema: dict[str, pl.DataType], roles: Roles, sample: Sample, ids: str, labels: str | None,
                ignore: int | None, spans: bool, pad: int | None, found: Callable[[str, str], Layout],
-               unknown: Callable[[str], Layout]) -> Layout:
+               unknown: Callable[[str], Layout], eos: int | None = None) -> Layout:
     """Rule 5 of the module docstring: rows of token ids."""
     dec = seq2seq_layout(None, schema)
     if dec is not None:
@@ -540,7 +574,7 @@ def _tokenized(schema: dict[str, pl.DataType], roles: Roles, sample: Sample, ids
         if roles.assistant_mask is not None:
             return found("sft_tokenized", f"token ids {ids!r} and assistant mask {roles.assistant_mask!r}, no "
                                           "labels (the collator makes them: the assistant tokens only)")
-        padded, how = _padded_or_ragged(df, ids, mask)
+        padded, how = _padded_or_ragged(df, ids, mask, pad, eos)
         return found("causal_lm" if padded else "packed_lm", f"token ids {ids!r} without labels; {how}")
     assert ev is not None
     lm = bool(ev["sup"]) and max(ev["same"], ev["next"]) >= AGREEMENT * ev["sup"]
@@ -570,7 +604,7 @@ def _tokenized(schema: dict[str, pl.DataType], roles: Roles, sample: Sample, ids
                "[sft] response_template_ids marks the assistant spans" if spans else
                f"{ev['hidden']} of {ev['rows']} sample rows hide a prompt from the loss")
         return found("sft_tokenized", f"token ids {ids!r} and labels {labels!r}; {why}")
-    padded, how = _padded_or_ragged(df, ids, mask)
+    padded, how = _padded_or_ragged(df, ids, mask, pad, eos)
     return found("causal_lm" if padded else "packed_lm",
                  f"token ids {ids!r}, labels {labels!r} = the ids (no prompt hidden); {how}")
 
@@ -586,19 +620,20 @@ REFINES: dict[str, frozenset[str]] = {
 
 
 def shard_layout(configured: str | None, schema_name: str | None, schema: dict[str, pl.DataType], roles: Roles,
-                 sample: Sample, ignore: int | None = -100, spans: bool = False, pad: int | None = None) -> Layout:
+                 sample: Sample, ignore: int | None = -100, spans: bool = False, pad: int | None = None,
+                 eos: int | None = None) -> Layout:
     """The shard's layout: ``[dataset] layout`` (source ``config``), else the built-in contract of
     ``[dataset] schema`` (``schema``; refined by :func:`recognize` to one of its :data:`REFINES`, e.g.
     packed SFT rows under ``schema = "packed_lm"``), else :func:`recognize` (``recognized`` or
     ``unknown``)."""
     given = layout_of(configured, schema_name)
     if given is not None and given.source == "schema" and REFINES.get(given.name or ""):
-        found = recognize(schema, roles, sample, ignore, spans, pad)
+        found = recognize(schema, roles, sample, ignore, spans, pad, eos)
         if found.name in REFINES[given.name or ""]:
             return Layout(found.name, "recognized", f"{found.why} (rows of [dataset] schema = \"{given.name}\")")
     if given is not None:
         return given
-    return recognize(schema, roles, sample, ignore, spans, pad)
+    return recognize(schema, roles, sample, ignore, spans, pad, eos)
 
 
 def padding_side_of(sample: pl.DataFrame, mask: str) -> tuple[str | None, int, int]:

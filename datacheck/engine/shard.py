@@ -1017,7 +1017,7 @@ def _audit_data(data: CheckInput, cfg: Config, rel: str, fmt: str, content_hash:
     sampler = _Sampler(data)
     layout = shard_layout(cfg.dataset.layout, cfg.dataset.schema_, schema, roles, sampler,
                           cfg.labels.ignore, spans=cfg.sft.response_template_ids is not None,
-                          pad=cfg.tokens.pad_token_id)
+                          pad=cfg.tokens.pad_token_id, eos=cfg.tokens.eos_token_id)
     side = _padding_side(cfg, roles, schema, sampler)
     # the first rows sampled for the layout are let go before the shard is read (``held``, the columns
     # read whole, stays: the read takes them): at least one row, they were held through the whole read

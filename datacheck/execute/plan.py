@@ -249,7 +249,7 @@ def _scan(paths: list[str], cfg: Config, *, supervised: bool, lengths: bool, spl
             if sup_parts is not None:
                 layout = shard_layout(cfg.dataset.layout, cfg.dataset.schema_, dict(data.schema), data.roles,
                                       _sample(data), cfg.labels.ignore, spans=cfg.sft.response_template_ids is not None,
-                                      pad=cfg.tokens.pad_token_id)
+                                      pad=cfg.tokens.pad_token_id, eos=cfg.tokens.eos_token_id)
                 how = supervision(cfg, layout.name, data.roles, dict(data.schema))
             want = how is not None
             if how is not None:

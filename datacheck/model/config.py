@@ -655,6 +655,9 @@ class Config(_Section):
     #: whether :meth:`with_declared_classes` filled ``[labels] classes`` from token tags (a
     #: ``Sequence(ClassLabel)``): the data is token classification, its token labels are tag ids
     _classes_of_tags: bool = PrivateAttr(default=False)
+    #: (the number of names of the largest declared tag set, the fact's name) bounding a ``labels``
+    #: column beside two or more declared tag columns (:meth:`with_declared_tag_classes`); None: none
+    _tag_ceiling: tuple[int, str] | None = PrivateAttr(default=None)
     #: where ``[dataset] schema`` was given when not in the config file: ``"--schema"`` (:meth:`with_schema`)
     _schema_flag: str | None = PrivateAttr(default=None)
     #: what gave ``[splits]`` when the config names none (:meth:`with_data_splits`): one of
@@ -792,7 +795,7 @@ class Config(_Section):
         return out
 
     def with_declared_tag_classes(self, declared: dict[str, tuple[tuple[str, ...], str]],
-                                  notes: list[str] | None = None) -> Config:
+                                  notes: list[str] | None = None, ceiling: tuple[int, str] | None = None) -> Config:
         """This config with ``[labels] tag_classes[column] = names`` for each token tag column the data
         declares as ``Sequence(ClassLabel(names=[...]))`` (``declared``: column -> (names, where it was
         read)) that ``tag_classes`` does not give: CoNLL-2003's ``pos_tags`` (47 names), ``chunk_tags``
@@ -800,7 +803,10 @@ class Config(_Section):
         config's names (a different count is a note). ``notes``: the declarations not taken (the shards
         disagree). What was taken is kept in :attr:`label_facts` under ``"tag_classes"`` (column ->
         ``{"num_classes", "names" (the first :data:`LABEL_FACT_NAMES`), "source", "filled"}``) and
-        ``"tag_notes"``; ``self`` when there is nothing to say."""
+        ``"tag_notes"``; ``self`` when there is nothing to say. ``ceiling``: (a bound, its name) of a
+        ``labels`` column beside two or more declared tag columns, the largest set's number of names (a
+        label past every declared set is out of range whichever set it was aligned from;
+        :meth:`token_label_bound` takes it when ``[labels]`` gives no class count)."""
         if not declared and not notes:
             return self
         lab = self.labels
@@ -823,6 +829,7 @@ class Config(_Section):
         if out_notes:
             facts["tag_notes"] = out_notes
         out._from_data = facts
+        out._tag_ceiling = ceiling
         return out
 
     def tag_column_classes(self, column: str, labels_role: str | None) -> tuple[str, ...] | None:
@@ -853,11 +860,16 @@ class Config(_Section):
         ``[labels] num_classes`` or the number of ``[labels] classes`` (the ids index the tag names),
         never by the vocabulary; in the other layouts they are token ids, bounded by ``[tokens]
         vocab_size``, else ``num_classes``; the fact's name is ``"the number of classes"`` when the bound is
-        ``len(classes)`` (set, or the tag names a ``Sequence(ClassLabel)`` declares). ``(None, name)`` when
-        that fact is unset. The audit's
+        ``len(classes)`` (set, or the tag names a ``Sequence(ClassLabel)`` declares). In
+        ``token_classification`` rows with neither given, a ``labels`` column beside two or more declared
+        tag columns (CoNLL-2003's ``pos_tags`` 47, ``chunk_tags`` 23, ``ner_tags`` 9) is bounded by the
+        largest set's number of names, the fact naming that column (:meth:`with_declared_tag_classes`).
+        ``(None, name)`` when that fact is unset. The audit's
         ``labels.out_of_range`` and :class:`datacheck.torch.BatchGuard` both use it."""
         lab, tok = self.labels, self.tokens
         if layout == "token_classification":
+            if lab.num_classes is None and not lab.classes and self._tag_ceiling is not None:
+                return self._tag_ceiling
             if lab.num_classes is not None or not lab.classes:
                 return lab.num_classes, "num_classes"
             return len(lab.classes), "the number of classes"

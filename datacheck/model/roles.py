@@ -308,6 +308,20 @@ def _class_label_dtype(dtype: pl.DataType) -> bool:
             or isinstance(dtype, (pl.Categorical, pl.Enum)) or _all_null(dtype))
 
 
+#: columns that hold a class label as its name (a string), read as the class label when the shard
+#: has no ``label``/``labels`` column: ``label_name`` (dair-ai emotion's released files, realdata #11),
+#: ``label_text`` (SetFit's datasets, beside an integer ``label`` that then wins). Other label-like
+#: names (``class``, ``category``, ``coarse_label``) are not guessed: they may be metadata or one of
+#: several label columns (TREC's ``coarse_label``/``fine_label``); ``[columns] label`` names them
+NAME_LABELS = ("label_name", "label_text")
+
+
+def _class_name_dtype(dtype: pl.DataType) -> bool:
+    """Dtypes of a class-name column (:data:`NAME_LABELS`): string or categorical/enum, never numbers
+    (a number beside such a name would be an index of unknown base)."""
+    return dtype == pl.String or isinstance(dtype, (pl.Categorical, pl.Enum))
+
+
 #: Hugging Face token-classification label columns (CoNLL-2003, WikiANN, ...), in the order one is
 #: taken as the ``labels`` role; all of them align with the word list ``tokens``.
 TAG_NAMES = ("ner_tags", "pos_tags", "chunk_tags")
@@ -417,6 +431,16 @@ def resolve_roles(cfg: ColumnsSection, schema: dict[str, pl.DataType], class_dom
                 inferred_target.append(cand)
                 inferred.add("target")
                 break
+    if (cfg.label is None and label is None and not inferred_target and "label" not in schema
+            and "labels" not in schema):
+        # a class name column of its own (NAME_LABELS: dair-ai emotion's ``label_name``, SetFit's
+        # ``label_text``), only when no ``label``/``labels`` column exists: beside one (SetFit's pair
+        # ``label`` + ``label_text``) it names that label's classes and is no second label
+        named_label = [c for c in NAME_LABELS if c in schema and _class_name_dtype(schema[c])
+                       and c not in numeric_given and c not in text]
+        if len(named_label) == 1:
+            label = named_label[0]
+            inferred.add("label")
     if cfg.target is None and not inferred_target and label is None:
         # a float column named as a regression target (TARGET_NAMES: the name rule the layout
         # recognizer reads, derive/layout.py), when no class label was found

@@ -557,7 +557,8 @@ def _propose(paths: list[str], cfg: Config | None, seen: list[Layout]) -> Layout
     schema, roles = data.schema, data.roles
     n = df.height
     seen.append(recognize(schema, roles, lambda cols: df.select([c for c in cols if c in df.columns]),
-                          cfg.labels.ignore, cfg.sft.response_template_ids is not None, cfg.tokens.pad_token_id))
+                          cfg.labels.ignore, cfg.sft.response_template_ids is not None, cfg.tokens.pad_token_id,
+                          cfg.tokens.eos_token_id))
     cols: dict[str, Any] = {}
     facts: dict[str, dict[str, Any]] = {}
     notes: list[str] = []

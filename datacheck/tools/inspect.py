@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import decimal
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +96,9 @@ class OffendingRow:
         supervision_note: why a row with ``input_ids`` has no token supervision view (classification
             data: no token labels, its supervision is the row's scalar class label), else None.
         decoded: with ``supervision_note``, the row's ids decoded (padding collapsed), uncoloured.
+        repeats: for a row a duplicate check names as a copy (``dup.exact_in_shard``), the 0-based
+            shard row of the first row holding the same content (the engine's ``details.examples``
+            ``first_row``, the earlier row its refinement found), else None.
     """
 
     check: str
@@ -113,6 +116,7 @@ class OffendingRow:
     supervision_runs: tuple[tuple[str, str], ...] | None = None
     supervision_note: str | None = None
     decoded: str | None = None
+    repeats: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"check": self.check, "column": self.column, "row": self.row, "line": self.line,
@@ -124,7 +128,7 @@ class OffendingRow:
                                 [{"token": t, "class": c} for t, c in self.supervision]),
                 "supervision_runs": (None if self.supervision_runs is None else
                                      [{"class": c, "text": t} for c, t in self.supervision_runs]),
-                "supervision_note": self.supervision_note, "decoded": self.decoded}
+                "supervision_note": self.supervision_note, "decoded": self.decoded, "repeats": self.repeats}
 
 
 @dataclass
@@ -300,7 +304,25 @@ def _inspect_one(ds: DiscoveredShard, cfg: Config, checks: set[str] | None, rows
     if not pairs:
         return out
     examples = {(f.check, f.column, e.row): e for f in res.findings for e in f.examples if e.row is not None}
-    out.shown = _read_rows(data, pairs, examples, tok, cfg, layout.name)
+    shown = _read_rows(data, pairs, examples, tok, cfg, layout.name)
+    firsts = _first_rows(res.findings)
+    out.shown = [replace(r, repeats=firsts.get((r.check, r.column, r.row))) if r.row is not None else r
+                 for r in shown]
+    return out
+
+
+def _first_rows(findings: list[Finding]) -> dict[tuple[str, str | None, int], int]:
+    """``(check, column, copy row) -> the first row with the copy's content`` from the findings'
+    ``details.examples`` pairs (``{"row", "first_row"}``: the engine writes them for the rows a
+    duplicate check's refinement returned as :class:`~datacheck.checks.spec.Repeats`, the first
+    ``max_examples`` copies, which inspect raises to cover every row it shows: :func:`_with_facts`).
+    Pairs naming another shard (``first_shard``) are not this shard's rows and are left out."""
+    out: dict[tuple[str, str | None, int], int] = {}
+    for f in findings:
+        for ex in (f.details or {}).get("examples") or ():
+            if (isinstance(ex, dict) and "first_shard" not in ex and isinstance(ex.get("row"), int)
+                    and isinstance(ex.get("first_row"), int)):
+                out[(f.check, f.column, ex["row"])] = ex["first_row"]
     return out
 
 

@@ -129,6 +129,8 @@ def _text(inspections, exported, tok_source: str | None, color: bool = False, ch
             where = f"row {r.row}" + (f" (line {r.line})" if r.line is not None else "")
             col = f" column {r.column}" if r.column else ""
             out.append(f"  {where}  " + ("no finding (asked with --rows)" if r.check == "(none)" else f"{r.check}{col}"))
+            if r.repeats is not None:
+                out.append(f"      repeats row {r.repeats} (the first row with this content)")
             if r.value:
                 out.append(f"      value: {r.value}" + (_BOUND_NOTE if r.value in _BOUNDS else ""))
             if r.position is not None:

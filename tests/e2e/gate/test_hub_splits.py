@@ -386,17 +386,22 @@ def test_emotion_folder_audited_whole_finds_its_known_leaks(tmp_path):
     assert {n: df.height for n, df in read.items()} == {"train": 16_000, "val": 2_000, "test": 2_000}  # PROVENANCE
     leaks = {n: _in_train(read["train"], read[n]) for n in ("val", "test")}
     assert leaks == {"val": 5, "test": 11}  # PROVENANCE: "5 val and 11 test texts also in train"
-    repeats = {n: df.height - df["text"].n_unique() for n, df in read.items()}
-    assert repeats["train"] == 31  # PROVENANCE: "31 duplicate texts in train"
+    assert read["train"].height - read["train"]["text"].n_unique() == 31  # PROVENANCE: "31 duplicate texts in train"
+    # label_name is the class label (a class name): a copy repeats text and label; a text under two labels is noise
+    repeats = {n: df.height - df.select("text", "label_name").n_unique() for n, df in read.items()}
+    everything = pl.concat(list(read.values()))
+    relabelled = everything.group_by("text").agg(pl.col("label_name").n_unique()).filter(pl.col("label_name") > 1).height
     r = _audit(EMOTION, tmp_path, config='[dataset]\nformat = "csv"\nseparator = ";"\n')
     doc = json.loads(r.stdout)
     got = {f["details"]["split"]: (f["count"], f["shards"]) for f in doc["findings"] if f["check"] == "dup.split_overlap"}
     assert got == {"validation": (leaks["val"], ["val.txt"]), "test": (leaks["test"], ["test.txt"])}
     in_shard = {s["path"]: f["count"] for s in doc["shards"] for f in s["findings"] if f["check"] == "dup.exact_in_shard"}
-    # the row content is the text role (label_name is no role: the roles are inferred from column names)
-    assert doc["roles"] == {"text": {"columns": ["text"], "inferred": True}}
+    assert doc["roles"] == {"text": {"columns": ["text"], "inferred": True},
+                            "label": {"columns": "label_name", "inferred": True}}
     assert in_shard == {f"{n}.txt": k for n, k in repeats.items() if k}
-    assert sorted(set(_checks(doc))) == ["dup.exact_in_shard", "dup.split_overlap"]
+    (noise,) = [f for f in doc["findings"] if f["check"] == "dup.conflicting_labels"]
+    assert noise["message"].startswith(f"{relabelled} distinct content(s)")
+    assert sorted(set(_checks(doc))) == ["dup.conflicting_labels", "dup.exact_in_shard", "dup.split_overlap"]
     assert "dup.exact_across_shards" not in _checks(doc)
 
 

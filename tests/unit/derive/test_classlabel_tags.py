@@ -118,12 +118,14 @@ def test_subword_labels_beside_declared_tags(tmp_path):
 
 def test_two_declared_tag_columns_beside_labels_take_nothing(tmp_path):
     """CoNLL-2003 keeps pos_tags too: which tags 'labels' was aligned from is unknown (47 POS tags,
-    9 NER tags), so no bound is taken (no false alarm on POS-derived labels)."""
+    9 NER tags), so no names are taken (no false alarm on POS-derived labels) and only the largest
+    set bounds 'labels': a label past every declared set is labels.out_of_range, naming that set."""
     pos = [f"P{i}" for i in range(12)]
     labels = [[11, 0, 0, 0], [1, 2], [0, 0], [0, 3, 4, 0]]  # POS-derived: 11 < len(pos), >= len(NAMES)
     extra = {"pos_tags": ([[11, 0, 0, 0], [1, 2], [0, 0], [0, 3, 4, 0]], hf.List(hf.ClassLabel(names=pos))),
              "labels": (labels, hf.List(hf.Value("int64")))}
-    path = _write(tmp_path / "train.parquet", TAGS, **extra)
+    (tmp_path / "clean").mkdir()
+    path = _write(tmp_path / "clean" / "train.parquet", TAGS, **extra)
     rep = datacheck.audit(str(path))
     assert rep.label_facts is not None and "column" not in rep.label_facts  # no [labels] classes taken
     assert "which one its tags were aligned from is unknown" in rep.label_facts["tag_notes"][0]
@@ -131,6 +133,15 @@ def test_two_declared_tag_columns_beside_labels_take_nothing(tmp_path):
     assert {c: t["num_classes"] for c, t in rep.label_facts["tag_classes"].items()} == {"ner_tags": len(NAMES),
                                                                                           "pos_tags": len(pos)}
     assert findings(rep, "labels.out_of_range") == []
+    assert all(f.column != "labels" for f in findings(rep, "labels.unseen_class"))  # no names: no classes
+    top = max(len(_declared(path, "pos_tags")), len(_declared(path)))
+    assert f"({top} names: a label >= {top}" in rep.label_facts["tag_notes"][0]
+    (tmp_path / "bad").mkdir()
+    bad = tmp_path / "bad" / "train.parquet"
+    _plant(path, bad, "labels", 3, 2, top)  # past POS (12) and NER (5) alike
+    f = one(datacheck.audit(str(bad)), "labels.out_of_range", "labels")
+    assert f.rows == (3,)
+    assert f"token labels >= the number of names of the largest declared tag set 'pos_tags' {top}" in f.message
 
 
 def test_config_num_classes_wins_over_declared_tags(tmp_path):

@@ -152,7 +152,7 @@ def test_every_check_declares_known_layouts():
     ({"text": ["a", "b"], "a": [[1]] * 2, "b": [[1], [1, 2]]}, {"columns": {"aligned": [["a", "b"]]}}),
     ({"text": ["a", "b"], "x": [0.5, 1.5]}, {"columns": {"features": ["x"]}}),
     ({"text": ["a", "b"], "input_ids": [["a"], ["b"]]}, {}),  # an input_ids role of the wrong type
-    ({"text": ["a", "b"], "label_name": ["joy", "anger"]}, {}),  # a label the roles do not read (dair-ai emotion)
+    ({"text": ["a", "b"], "label_name": [0, 1]}, {}),  # a label the roles do not read (not a class name)
     ({"text": ["a", "b"], "coarse_label": [0, 1]}, {}),
 ])
 def test_text_with_another_role_is_never_raw_text(frame, cfg):
@@ -161,20 +161,30 @@ def test_text_with_another_role_is_never_raw_text(frame, cfg):
     assert _layout(frame, cfg)["name"] != "raw_text"
 
 
-def test_real_emotion_with_its_label_name_column_is_not_a_corpus(tmp_path):
-    """dair-ai emotion (PROVENANCE.md: ``text;label_name``): the string label is named ``label_name``,
-    which the roles do not infer. It is no corpus before tokenization: unknown, naming the column and
-    the key; with ``[columns] label`` it is text classification."""
+def test_real_emotion_label_name_is_its_class_label(tmp_path):
+    """dair-ai emotion (PROVENANCE.md: ``text;label_name``, 6 classes): a string ``label_name`` with
+    no ``label``/``labels`` column is the class label (a class name): text classification, with no
+    [columns]; it was unknown and its labels unchecked."""
     src = REALDATA / "emotion" / "val.txt"
     if not src.is_file():
         pytest.skip("../shared/realdata is not present")
     shutil.copy(src, tmp_path / "val.csv")
-    csv = {"dataset": {"separator": ";"}}
-    rep = datacheck.audit([str(tmp_path / "val.csv")], config=csv)
-    assert rep.shards[0].rows == 2000 and rep.shards[0].layout is None
-    assert "'label_name'" in rep.shards[0].layout_why and "[columns] label" in rep.shards[0].layout_why
-    rep = datacheck.audit([str(tmp_path / "val.csv")], config={**csv, "columns": {"label": "label_name"}})
-    assert rep.shards[0].layout == "text_classification"
+    rep = datacheck.audit([str(tmp_path / "val.csv")], config={"dataset": {"separator": ";"}})
+    assert rep.shards[0].rows == 2000 and rep.shards[0].layout == "text_classification"
+    assert rep.roles["label"]["columns"] == "label_name"
+
+
+@pytest.mark.parametrize("frame, label", [
+    # SetFit: an integer label and its name beside it: the integer is the label, the name no second one
+    ({"text": ["a", "b"], "label": [0, 1], "label_text": ["neg", "pos"]}, "label"),
+    ({"text": ["a", "b"], "label_text": ["neg", "pos"]}, "label_text"),
+    ({"text": ["a", "b"], "label_name": [0, 1]}, None),  # a number under a name's name: not guessed
+    ({"text": ["a", "b"], "label_name": ["x", "y"], "label_text": ["x", "y"]}, None),  # two: which one?
+    ({"text": ["a", "b"], "coarse_label": [0, 1]}, None),  # TREC: one of two label columns, not guessed
+])
+def test_only_a_lone_class_name_column_is_read_as_the_label(frame, label):
+    got = audit_frame(pl.DataFrame(frame), config_from_dict({}))
+    assert (got.roles["label"]["columns"] if "label" in got.roles else None) == label
 
 
 def test_padding_side_counts_only_rows_padded_on_one_side():

@@ -225,9 +225,17 @@ def test_real_emotion_txt_is_refused_as_a_table_with_its_separator_named(realdat
     assert not as_text.findings and sum(s.rows for s in as_text.shards) == 16_001 + 2_001 + 2_001
     as_csv = datacheck.audit(str(realdata / "emotion" / "train.txt"),
                              config={"dataset": {"format": "csv", "separator": ";"}})
-    texts = [ln.split(";")[0] for ln in (realdata / "emotion" / "train.txt").read_text().splitlines()[1:]]
+    rows = [tuple(ln.rsplit(";", 1)) for ln in (realdata / "emotion" / "train.txt").read_text().splitlines()[1:]]
+    texts = [t for t, _ in rows]
+    assert len(texts) - len(set(texts)) == 31  # PROVENANCE #11
+    # 'label_name' is read as the class label: a copy repeats text and label; a text under two labels is label noise
     (dup,) = [f for f in as_csv.findings if f.check == "dup.exact_in_shard"]
-    assert dup.count == len(texts) - len(set(texts)) == 31
+    assert dup.count == len(rows) - len(set(rows))
+    labels_of: dict[str, set[str]] = {}
+    for t, lab in rows:
+        labels_of.setdefault(t, set()).add(lab)
+    (noise,) = [f for f in as_csv.findings if f.check == "dup.conflicting_labels"]
+    assert noise.message.startswith(f"{sum(len(v) > 1 for v in labels_of.values())} distinct content(s)")
 
 
 @pytest.mark.parametrize("head, sep", [("sentence\tlabel\n", "\t"), ('"text","label"\n', ","), ("a|b|c\n", "|")])
