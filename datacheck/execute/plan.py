@@ -155,8 +155,9 @@ def select_split(disc: Discovery, cfg: Config, split: str | None) -> tuple[list[
     The splits are ``[splits]`` (config order) or, when the config names none, those a Hugging Face
     ``DatasetDict`` folder among the PATHs declares or the shards' names give by the Hub's split
     naming (``[dataset] infer_splits``; :meth:`Discovery.declared_splits`); a shard
-    belongs to the first split whose glob matches (:func:`datacheck.checks.dup.cross.assign_splits`).
-    Without splits every shard is planned (None). With splits, ``split`` (default
+    belongs to the first split whose glob matches (:func:`datacheck.checks.dup.cross.assign_splits`),
+    and a shard whose name names several splits by the Hub's naming (splits inferred, not the config's:
+    :attr:`datacheck.io.hubsplits.HubSplits.shared`) to each of them, as ``datasets`` loads it. Without splits every shard is planned (None). With splits, ``split`` (default
     :data:`TRAIN_SPLIT`) names the one planned.
 
     Raises:
@@ -175,7 +176,8 @@ def select_split(disc: Discovery, cfg: Config, split: str | None) -> tuple[list[
     if name not in splits:
         raise UsageError(f"{'--split ' + name if split else 'the data has splits but none named ' + repr(name)}: "
                          f"the splits are {', '.join(splits)}; give the one the trainer iterates with --split NAME")
-    chosen = [ds for ds in disc.shards if where.get(ds.rel) == name]
+    shared = disc.hub_splits().shared if not cfg.splits else {}  # in each split its name names, as datasets loads it
+    chosen = [ds for ds in disc.shards if where.get(ds.rel) == name or name in shared.get(ds.rel, ())]
     if not chosen:
         raise UsageError(f"split {name!r} ({splits[name]}) holds no shard among the PATHs; the splits are "
                          f"{', '.join(splits)}")
