@@ -861,12 +861,6 @@ def _comparisons(dctx: Any) -> Iterable[_Comparison | Skipped]:
                 if path in at:
                     by_split.setdefault(name, set()).add(at[path])
         matched = set(splits.values()) | {n for ns in shared.values() for n in ns}
-        outside = [s.path for s in dctx.shards if s.path not in splits and s.path not in shared]
-        if outside and not _hub_inferred(dctx):  # the Hub's rule's: index.extra_shard names them
-            yield Skipped("dup.split_overlap", (
-                f"{len(outside)} shard(s) are in no [splits] entry, so their rows were not compared with any "
-                f"split for leakage: {_names(outside)}; add them to a split's globs if they are training or "
-                "evaluation data (dup.exact_across_shards still compares their rows with every shard)"))
         sample = ", ".join(s.path for s in dctx.shards[:3]) + (" ..." if len(dctx.shards) > 3 else "")
         for name, pat in dctx.cfg.splits.items():  # a typo in a glob must not pass silently
             if name not in matched:
@@ -881,6 +875,12 @@ def _comparisons(dctx: Any) -> Iterable[_Comparison | Skipped]:
                             f"[splits] {name}: the glob {one!r} matches no shard, so the files it was meant to "
                             f"add to {'the training split' if name == train else 'split'} {name!r} are not "
                             f"checked; globs match paths relative to the audited root (shards here: {sample})"))
+        outside = [s.path for s in dctx.shards if s.path not in splits and s.path not in shared]
+        if outside and not _hub_inferred(dctx):  # the Hub's rule's: index.extra_shard names them
+            yield Skipped("dup.split_overlap", (
+                f"{len(outside)} shard(s) are in no [splits] entry, so their rows were not compared with any "
+                f"split for leakage: {_names(outside)}; add them to a split's globs if they are training or "
+                "evaluation data (dup.exact_across_shards still compares their rows with every shard)"))
         if train not in by_split:
             if train in matched:
                 yield Skipped("dup.split_overlap", f"no readable shard of the training split {train!r} "
@@ -980,12 +980,15 @@ def _hub_note(dctx: Any) -> str | None:
     return hub.note
 
 
-def split_overlap_rows(dctx: Any, removed: dict[str, Any] | None = None) -> dict[str, list[int]]:
+def split_overlap_rows(dctx: Any, removed: dict[str, Any] | None = None,
+                       in_both: bool = False) -> dict[str, list[int]]:
     """The rows ``dup.split_overlap`` counts, every one (not only the examples): {shard path of the
     audited data: 0-based rows (ascending)} of each row of a split other than the training split
     whose content occurs in the training split (or in the ``--against`` dataset). The training
-    side's rows are never listed: dropping these rows removes the leak and keeps the training data.
-    ``removed`` ({shard path: rows}) are rows taken out of the data first (rows another check drops)."""
+    side's rows are never listed: dropping these rows removes the leak and keeps the training data;
+    so the rows of a shard in both splits (its name names both, :func:`_hub_shared`) are listed only
+    with ``in_both`` (what is left of the leak when they are kept). ``removed`` ({shard path: rows})
+    are rows taken out of the data first (rows another check drops)."""
     out: dict[str, set[int]] = {}
     for comp in _comparisons(dctx):
         if isinstance(comp, Skipped):
@@ -993,10 +996,9 @@ def split_overlap_rows(dctx: Any, removed: dict[str, Any] | None = None) -> dict
         _name, _train, sh, c, test_idx, train_idx = comp
         among = test_idx | train_idx if _train != "against" else test_idx
         gone = _removed_frame(sh, removed, among)
-        # a shard in both splits is training data too: dropping its rows would not keep the training data
-        alone = test_idx - train_idx
-        hits = _with_running_overlap(dctx, _train, sh, _overlap_hits(_without(c, gone), alone, train_idx), gone,
-                                     alone, train_idx)
+        hits = _leak_hits(dctx, _train, sh, c, test_idx, train_idx, gone)
+        if not in_both:  # a shard in both splits is training data too: dropping its rows drops training rows
+            hits = hits.filter(~pl.col("shard").is_in(pl.Series(sorted(test_idx & train_idx), dtype=pl.UInt32).implode()))
         for i, r in hits.select("shard", "row").iter_rows():
             out.setdefault(sh[i].path, set()).add(int(r))
     return {p: sorted(rows) for p, rows in sorted(out.items())}

@@ -557,3 +557,29 @@ def test_a_config_that_leaves_a_shard_out_of_every_split_says_so(leak, tmp_path)
     # every shard in a split: no such entry
     r2 = _audit(leak, tmp_path, config=cfg.replace('"data/test-*.parquet"', '["data/test-*.parquet", "extras/*"]'))
     assert _skip(json.loads(r2.stdout), "dup.split_overlap") == []
+
+
+def test_clean_drops_the_test_rows_and_says_the_shard_in_both_splits_still_leaks(tmp_path):
+    """clean --drop dup.split_overlap drops test.parquet's leaked rows (training data is kept); the
+    rows of train_test.parquet are training rows too, so they stay and the copy still leaks: said as
+    left in place (never a clean copy that silently still fails), without a '--drop' hint."""
+    root = tmp_path / "several"
+    _write(root / "train.parquet", _frame(0, 50))
+    _write(root / "test.parquet", _frame(0, 10))
+    _write(root / "train_test.parquet", _frame(100, 107))
+    r = run_cli("clean", str(root), "--out", str(tmp_path / "out"), "--drop", "dup.split_overlap", "--no-progress",
+                "--format", "json", cwd=tmp_path)
+    res = json.loads(r.stdout)["result"]
+    train = pl.concat([pl.read_parquet(root / "train.parquet"), pl.read_parquet(root / "train_test.parquet")])
+    test = pl.read_parquet(root / "test.parquet")
+    leaked = test.filter(pl.col("text").is_in(train["text"].implode())).height
+    both = pl.read_parquet(root / "train_test.parquet").height
+    total = 50 + test.height + both
+    assert (res["input_rows"], res["kept"]) == (total, total - leaked)
+    assert pl.read_parquet(tmp_path / "out" / "train_test.parquet").height == both
+    (left,) = [x for x in res["left_in_place"] if x["check"] == "dup.split_overlap"]
+    assert (left["count"], left["left"]) == (leaked + both, both)
+    text = run_cli("clean", str(root), "--out", str(tmp_path / "out2"), "--drop", "dup.split_overlap", "--no-progress",
+                   cwd=tmp_path)
+    (line,) = [ln for ln in text.stdout.splitlines() if ln.strip().startswith("dup.split_overlap [")]
+    assert f"({both} left in the copy)" in line and "--drop" not in line
