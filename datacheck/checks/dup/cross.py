@@ -1010,7 +1010,10 @@ def split_overlap(dctx: Any) -> Iterable[Finding | Skipped]:
     training split (``[splits]``), or in the ``--against`` dataset.
 
     count = such rows (each split other than the training split is compared with the training split);
-    rows and examples: the first ``[report] max_examples`` of them (``rows``: the eval side's 0-based
+    a shard in both splits (the Hub's file names name both, ``train_test.parquet``: ``datasets`` loads
+    it into each; :attr:`datacheck.io.hubsplits.HubSplits.shared`) counts every row, its training row
+    being itself, and is named in the message and ``details.in_both_splits``. Shards in no ``[splits]``
+    entry of a hand-written config are compared with no split: a skipped entry names them. Rows and examples: the first ``[report] max_examples`` of them (``rows``: the eval side's 0-based
     row; ``details.examples``: the row on both sides, shard and row). When the two sides share no content
     column of the same role (e.g. ``text`` against ``input_ids``), no row can match: that comparison
     is a skipped entry naming both column sets, never a pass with 0 overlap (not exit 2: the other
