@@ -6,6 +6,7 @@ and the notes when no split is inferred (one split, no train split, a split name
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from conftest import examples
@@ -210,3 +211,18 @@ def test_inferred_splits_put_each_shard_where_its_name_says(paths):
     assert {p: {n for n, pat in got.splits.items() if glob_matches(p, pat)} for p in paths} == ref
     assert got.unloaded == tuple(sorted(p for p, s in ref.items() if not s))
     assert got.shared == {p: tuple(n for n in SPLIT_KEYWORDS if n in s) for p, s in ref.items() if len(s) > 1}
+
+
+@pytest.mark.parametrize("paths", [p for p, _ in SHARED] + [["a/train.parquet", "b/x_train.jsonl", "c/test.parquet"]],
+                         ids=[p[-1] for p, _ in SHARED] + ["no-one-glob"])
+def test_each_split_holds_the_files_datasets_resolves_for_it(tmp_path, paths):
+    """The reference is datasets itself: get_data_patterns + DataFilesDict.from_patterns over empty
+    files at these paths (what load_dataset of the folder reads into each split)."""
+    data_files = pytest.importorskip("datasets.data_files")
+    for p in paths:
+        (tmp_path / p).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / p).touch()
+    resolved = data_files.DataFilesDict.from_patterns(data_files.get_data_patterns(str(tmp_path)), base_path=str(tmp_path))
+    want = {str(k): sorted(Path(f).relative_to(tmp_path).as_posix() for f in v) for k, v in resolved.items()}
+    got = hub_splits(paths).splits
+    assert {k: sorted(p for p in paths if glob_matches(p, g)) for k, g in got.items()} == want
