@@ -522,6 +522,8 @@ def test_a_shard_naming_train_and_test_beside_train_only_makes_test_its_rows(tmp
         plan = json.loads(p.stdout)["result"]["plan"]
         rows = sum(pl.read_parquet(root / f).height for f in files)
         assert (plan["split"], plan["rows"], plan["shards"]) == (split, rows, len(files))
+        # the other split holds the shard in both splits too
+        assert plan["other_splits"] == ({"train": 2} if split == "test" else {"test": 1})
 
 
 def test_no_one_glob_keeps_the_splits_as_lists_of_paths(tmp_path):
