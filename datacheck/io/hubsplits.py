@@ -32,13 +32,14 @@ the shards' literal paths. A shard whose name names several splits (``train_test
 ``sst2_train_dev/x.csv``) is in each of them, as ``datasets`` loads it into each: its literal path is
 added to each of those splits' entries (:attr:`HubSplits.shared` names it; ``dup.split_overlap``
 counts every row of it as a row of the compared split that occurs in ``train`` when ``train`` is one
-of them, and still compares the other shards of the splits with each other). Shards the deciding stage matches no split for
-(``data/extra-00000.parquet`` beside ``data/train-00000-of-00001.parquet``) do not undo the splits:
+of them, and compares the compared split's other shards with all of ``train``'s, it included).
+Shards the deciding stage matches no split for (``data/extra-00000.parquet`` beside ``data/train-00000-of-00001.parquet``) do not undo the splits:
 they are :attr:`HubSplits.unloaded` (in no split, as ``datasets`` leaves them; the audit still reads
 them, reports them as ``index.extra_shard`` and compares their rows with every split for
 ``dup.exact_across_shards``), so adding such a file never turns a ``dup.split_overlap`` between the
-named splits into a warning. Otherwise no split is inferred and :attr:`HubSplits.note` says why (the
-audit reads the files as one dataset; ``dup.split_overlap``'s skipped entry carries the note).
+named splits into a warning. Otherwise (one split, no ``train``, a push_to_hub split name that is no
+word, a list over :data:`MAX_GLOBS` globs) no split is inferred and :attr:`HubSplits.note` says why
+(the audit reads the files as one dataset; ``dup.split_overlap``'s skipped entry carries the note).
 Known gap: a card's ``configs`` (which ``datasets`` uses in place of this rule) are not read.
 """
 from __future__ import annotations
