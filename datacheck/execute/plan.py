@@ -66,7 +66,7 @@ from datacheck.model.roles import is_list
 __all__ = ["StepRow", "ShardSpan", "RowSpace", "BatchPlan", "MegatronPlan", "megatron_plan", "loader_of",
            "row_space", "build_plan", "rows_of_step",
            "read_ledger", "export_step", "PLAN_EXPORT_COLUMNS", "SAMPLE_EXPORT_COLUMNS", "sample_columns",
-           "select_split", "TRAIN_SPLIT"]
+           "select_split", "split_shard_counts", "TRAIN_SPLIT"]
 
 #: the split a trainer iterates, planned by default when the data has splits
 TRAIN_SPLIT = "train"
@@ -155,8 +155,9 @@ def select_split(disc: Discovery, cfg: Config, split: str | None) -> tuple[list[
     The splits are ``[splits]`` (config order) or, when the config names none, those a Hugging Face
     ``DatasetDict`` folder among the PATHs declares or the shards' names give by the Hub's split
     naming (``[dataset] infer_splits``; :meth:`Discovery.declared_splits`); a shard
-    belongs to the first split whose glob matches (:func:`datacheck.checks.dup.cross.assign_splits`).
-    Without splits every shard is planned (None). With splits, ``split`` (default
+    belongs to the first split whose glob matches (:func:`datacheck.checks.dup.cross.assign_splits`),
+    and a shard whose name names several splits by the Hub's naming (splits inferred, not the config's:
+    :attr:`datacheck.io.hubsplits.HubSplits.shared`) to each of them, as ``datasets`` loads it. Without splits every shard is planned (None). With splits, ``split`` (default
     :data:`TRAIN_SPLIT`) names the one planned.
 
     Raises:
@@ -175,11 +176,20 @@ def select_split(disc: Discovery, cfg: Config, split: str | None) -> tuple[list[
     if name not in splits:
         raise UsageError(f"{'--split ' + name if split else 'the data has splits but none named ' + repr(name)}: "
                          f"the splits are {', '.join(splits)}; give the one the trainer iterates with --split NAME")
-    chosen = [ds for ds in disc.shards if where.get(ds.rel) == name]
+    shared = disc.hub_splits().shared if not cfg.splits else {}  # in each split its name names, as datasets loads it
+    chosen = [ds for ds in disc.shards if where.get(ds.rel) == name or name in shared.get(ds.rel, ())]
     if not chosen:
         raise UsageError(f"split {name!r} ({splits[name]}) holds no shard among the PATHs; the splits are "
                          f"{', '.join(splits)}")
     return chosen, name, where
+
+
+def split_shard_counts(disc: Discovery, cfg: Config, where: dict[str, str], names: list[str]) -> dict[str, int]:
+    """``{split: shards it holds}`` for the splits ``names``: the shards ``where`` (:func:`select_split`)
+    puts in it, and with inferred splits each shard whose name names it among others (as ``datasets``
+    loads such a shard into each split it names; :attr:`datacheck.io.hubsplits.HubSplits.shared`)."""
+    shared = disc.hub_splits().shared if not cfg.splits else {}
+    return {s: sum(1 for p, r in where.items() if r == s or s in shared.get(p, ())) for s in names}
 
 
 def row_space(paths: list[str], cfg: Config, *, supervised: bool = False,
@@ -280,7 +290,7 @@ def _scan(paths: list[str], cfg: Config, *, supervised: bool, lengths: bool, spl
     def cat(parts: list[np.ndarray] | None) -> np.ndarray | None:
         return None if parts is None else np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
     splits = dict(cfg.splits) or disc.declared_splits(cfg.dataset.infer_splits)
-    others = {} if name is None else {s: sum(1 for r in where.values() if r == s) for s in splits if s != name}
+    others = {} if name is None else split_shard_counts(disc, cfg, where, [s for s in splits if s != name])
     sup = cat(sup_parts)
     return RowSpace(tuple(spans), disc.root, name, others), sup, cat(len_parts), tuple(rules) if sup is not None else ()
 

@@ -28,7 +28,7 @@ from urllib.parse import unquote
 
 from datacheck.io.bounded import dangling_link, special_kind
 from datacheck.io.hfmeta import DATASET_DICT_NAME, hf_data_files, read_dataset_dict
-from datacheck.io.hubsplits import HubSplits, glob_literal, hub_splits
+from datacheck.io.hubsplits import HubSplits, SplitGlobs, glob_literal, hub_splits
 from datacheck.io.stores import filesystem, is_url, join_url, scheme_of, unreachable_message
 from datacheck.model.errors import UsageError
 
@@ -166,14 +166,14 @@ class Discovery:
         shipped-list checks even in a folder that holds no shard (a MosaicML index listing zero shards)."""
         return [p for p in self.ignored if p.rpartition("/")[2] in (*SHARD_LIST_NAMES, DATASET_DICT_NAME)]
 
-    def declared_splits(self, infer: bool = True) -> dict[str, str]:
+    def declared_splits(self, infer: bool = True) -> dict[str, SplitGlobs]:
         """The ``[splits]`` entries the data gives when the config names none: those the
         ``DatasetDict`` folder among the PATHs declares (see :func:`declared_splits`); without a
         ``dataset_dict.json`` and with ``infer``, those the shards' names give by the Hugging Face
         Hub's split naming (:meth:`hub_splits`). Empty when there are none."""
         return self.splits_given(infer)[0]
 
-    def splits_given(self, infer: bool = True) -> tuple[dict[str, str], str | None]:
+    def splits_given(self, infer: bool = True) -> tuple[dict[str, SplitGlobs], str | None]:
         """(:meth:`declared_splits`, where they come from: ``"dataset_dict"`` or ``"hub_names"``; None
         when there are none)."""
         declared = declared_splits(self.root, self.ignored)[0]

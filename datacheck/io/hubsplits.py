@@ -25,19 +25,22 @@ Keywords (``SPLIT_KEYWORDS``): train: ``train``, ``training``; validation: ``val
 ``datasets`` loads only the files the deciding stage matched and silently drops the others (a file
 no split pattern of that stage matches is not read by ``load_dataset``). The splits are inferred
 when the deciding stage gives at least two splits, one of them ``train`` (the split
-``dup.split_overlap`` compares the others with), every shard it matches falls into exactly one split,
-and each split's shards are exactly the shards of one glob (written as a user would write it under
-``[splits]``: the common path up to the keyword and the character after it, then ``*``, e.g.
-``data/train-*``, ``train/*``, ``train.*``). Shards the deciding stage matches no split for
-(``data/extra-00000.parquet`` beside ``data/train-00000-of-00001.parquet``) do not undo the splits:
+``dup.split_overlap`` compares the others with). Each split's entry is the glob a user would write
+under ``[splits]`` when one holds exactly the split's shards (the common path up to the keyword and
+the character after it, then ``*``, e.g. ``data/train-*``, ``train/*``, ``train.*``), else a list of
+the shards' literal paths. A shard whose name names several splits (``train_test.parquet``,
+``sst2_train_dev/x.csv``) is in each of them, as ``datasets`` loads it into each: its literal path is
+added to each of those splits' entries (:attr:`HubSplits.shared` names it; ``dup.split_overlap``
+counts every row of it as a row of the compared split that occurs in ``train`` when ``train`` is one
+of them, and compares the compared split's other shards with all of ``train``'s, it included).
+Shards the deciding stage matches no split for (``data/extra-00000.parquet`` beside ``data/train-00000-of-00001.parquet``) do not undo the splits:
 they are :attr:`HubSplits.unloaded` (in no split, as ``datasets`` leaves them; the audit still reads
 them, reports them as ``index.extra_shard`` and compares their rows with every split for
 ``dup.exact_across_shards``), so adding such a file never turns a ``dup.split_overlap`` between the
-named splits into a warning. Otherwise no split is inferred and :attr:`HubSplits.note` says why (the
-audit reads the files as one dataset; ``dup.split_overlap``'s skipped entry carries the note).
-Known gaps: a shard whose name names several splits (``train_test.parquet``, which ``datasets``
-loads into each) still stops the inference, and a card's ``configs`` (which ``datasets`` uses in
-place of this rule) are not read.
+named splits into a warning. Otherwise (one split, no ``train``, a push_to_hub split name that is no
+word, a list over :data:`MAX_GLOBS` globs) no split is inferred and :attr:`HubSplits.note` says why
+(the audit reads the files as one dataset; ``dup.split_overlap``'s skipped entry carries the note).
+Known gap: a card's ``configs`` (which ``datasets`` uses in place of this rule) are not read.
 """
 from __future__ import annotations
 
@@ -47,7 +50,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Sequence
 
-__all__ = ["SPLIT_KEYWORDS", "NON_WORDS_CHARS", "HubSplits", "hub_splits", "glob_literal", "glob_matches"]
+__all__ = ["SPLIT_KEYWORDS", "NON_WORDS_CHARS", "MAX_GLOBS", "SplitGlobs", "HubSplits", "hub_splits", "glob_literal",
+           "glob_matches"]
+
+#: a ``[splits]`` entry's value: one glob, or a list of globs (a shard matching any is in the split)
+SplitGlobs = str | list[str]
 
 #: split name -> its keywords (``datasets.data_files.SPLIT_KEYWORDS``; the split names are
 #: ``datasets.Split.TRAIN``, ``VALIDATION`` and ``TEST``), in ``DEFAULT_SPLITS`` order
@@ -72,6 +79,9 @@ _KW = "|".join(sorted((re.escape(k) for ks in SPLIT_KEYWORDS.values() for k in k
 _IN_DIR = re.compile(rf"(?:^|(?<={_SEP}))(?P<kw>{_KW})(?=$|{_SEP})")
 _IN_FILE = re.compile(rf"(?:^|(?<={_SEP}))(?P<kw>{_KW})(?={_SEP})")
 _SPLIT_OF = {k: name for name, ks in SPLIT_KEYWORDS.items() for k in ks}
+#: the longest list of globs an inferred split gets (``[splits]``' list limit,
+#: ``datacheck.model.config.MAX_ID_LIST``; a longer one is a note, no split inferred)
+MAX_GLOBS = 1024
 #: the most shard paths a note names
 _SHOWN = 3
 
@@ -94,18 +104,26 @@ class HubSplits:
     """What the file names give.
 
     Attributes:
-        splits: ``{split name: glob}`` (``train`` first, then ``validation``, ``test``, then other
-            names in sorted order, as ``datasets`` orders them); empty when none was inferred.
-        note: why no split was inferred although a shard's name names one (one split only, a shard
-            naming several, no ``train`` split, no glob that holds exactly a split's shards); None
-            when splits were inferred or no shard's name names a split.
+        splits: ``{split name: glob or list of globs}`` (``train`` first, then ``validation``, ``test``,
+            then other names in sorted order, as ``datasets`` orders them): one glob when it holds
+            exactly the split's shards, else a list (that glob or the literal paths of the split's
+            own shards, then the literal path of each shard that names this split among others);
+            empty when none was inferred.
+        note: why no split was inferred although a shard's name names one (one split only, no
+            ``train`` split, a split name that is no word, a list of globs over :data:`MAX_GLOBS`);
+            None when splits were inferred or no shard's name names a split.
         unloaded: with :attr:`splits`, the shards (relative paths, sorted) the deciding stage puts in
             no split: ``load_dataset`` of the folder would not read them. Empty otherwise.
+        shared: with :attr:`splits`, ``{shard path: the splits its name names}`` for each shard whose
+            name names two or more (``train_test.parquet``: ``("train", "test")``): ``datasets``
+            loads it into each of them, so every row of it is in each (a leak when one is ``train``).
+            Empty otherwise.
     """
 
-    splits: dict[str, str] = field(default_factory=dict)
+    splits: dict[str, SplitGlobs] = field(default_factory=dict)
     note: str | None = None
     unloaded: tuple[str, ...] = ()
+    shared: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def _names(paths: Sequence[str]) -> str:
@@ -191,33 +209,38 @@ def hub_splits(paths: Sequence[str]) -> HubSplits:
             if bad:
                 return HubSplits(note=(f"split names from {stage} must be words (\\w+(\\.\\w+)*), "
                                        f"got {bad[0]!r}; no split was inferred from the file names"))
-        several = [p for p, m in got.items() if len(m[0]) > 1]
-        if several:
-            p = several[0]
-            return HubSplits(note=(f"{len(several)} shard(s) name more than one split by {stage} ({p}: "
-                                   f"{', '.join(_order(got[p][0]))}), so no split was inferred from the file names; "
-                                   "name the splits under [splits]"))
         by_split: dict[str, list[str]] = {}
+        shared: dict[str, tuple[str, ...]] = {}
         for p, m in got.items():
-            by_split.setdefault(next(iter(m[0])), []).append(p)
-        names = _order(set(by_split))
+            if len(m[0]) > 1:  # datasets loads it into each split it names
+                shared[p] = tuple(_order(m[0]))
+            else:
+                by_split.setdefault(next(iter(m[0])), []).append(p)
+        names = _order(set(by_split) | {n for ns in shared.values() for n in ns})
         none = sorted(p for p in every if p not in got)  # datasets leaves them out of every split
         left = (f"; {len(none)} shard(s) name no split by {stage} ({_names(none)}): the Hub's loader would not "
                 "read them" if none else "")
         if len(names) < 2:
             return HubSplits(note=(f"the file names name one split only ({names[0]!r}, by {stage}): nothing to "
                                    "compare it with" + left))
-        if TRAIN not in by_split:
+        if TRAIN not in names:
             return HubSplits(note=(f"the file names name the splits {', '.join(names)} (by {stage}) but no "
                                    f"training split ({', '.join(SPLIT_KEYWORDS[TRAIN])}), so no split was inferred: "
                                    "name the split to compare with first under [splits]" + left))
-        out: dict[str, str] = {}
+        out: dict[str, SplitGlobs] = {}
         for name in names:
-            mine = sorted(by_split[name])
-            pat = _glob_for(mine, [got[p][1] for p in mine], every)
-            if pat is None:
-                return HubSplits(note=(f"no one glob holds exactly the shards of split {name!r} ({_names(mine)}), "
-                                       "so no split was inferred from the file names; name the splits under [splits]"))
-            out[name] = pat
-        return HubSplits(splits=out, unloaded=tuple(none))
+            mine = sorted(by_split.get(name, []))
+            also = sorted(p for p, ns in shared.items() if name in ns)
+            globs: list[str] = []
+            if mine:  # a shard of several splits is named by its own literal glob, so a glob may match it too
+                pat = _glob_for(mine, [got[p][1] for p in mine], [p for p in every if p not in also])
+                globs = [pat] if pat is not None else [glob_literal(p) for p in mine]
+            globs += [glob_literal(p) for p in also]
+            if len(globs) > MAX_GLOBS:
+                return HubSplits(note=(f"no one glob holds exactly the shards of split {name!r} ({_names(mine)}) and "
+                                       f"a list of their {len(globs)} paths is longer than a [splits] list may be "
+                                       f"({MAX_GLOBS}), so no split was inferred from the file names; name the splits "
+                                       "under [splits]"))
+            out[name] = globs[0] if len(globs) == 1 else globs
+        return HubSplits(splits=out, unloaded=tuple(none), shared=shared)
     return HubSplits()

@@ -664,7 +664,7 @@ class Config(_Section):
     #: :data:`SPLIT_SOURCES`' values; None: the config's own (or none)
     _split_source: str | None = PrivateAttr(default=None)
 
-    def with_data_splits(self, splits: dict[str, str], source: str) -> Config:
+    def with_data_splits(self, splits: dict[str, str | list[str]], source: str) -> Config:
         """This config with ``[splits] = splits`` the data gave (``source``: ``"dataset_dict"``, a
         ``DatasetDict``'s ``dataset_dict.json``, or ``"hub_names"``, the Hub's file names), which is
         kept for the config line (:meth:`default_changes`)."""

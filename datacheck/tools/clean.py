@@ -737,7 +737,8 @@ def _left_in_place(findings: list[Finding], dctx: DatasetContext, drop: tuple[st
         left: int | None = None
         mine = set(f.shards)  # one finding per eval split (or column group): only its own shards' rows
         if f.check == "dup.split_overlap":
-            left = sum(len(v) for p, v in split_overlap_rows(dctx, removed=removed).items() if p in mine)
+            # with the rows of a shard in both splits, which no row drop removes
+            left = sum(len(v) for p, v in split_overlap_rows(dctx, removed=removed, in_both=True).items() if p in mine)
         elif f.check == "dup.exact_across_shards":
             left = sum(len(v) for p, v in across_shard_copies(dctx, removed=removed).items() if p in mine)
         elif f.check == "dup.shard":  # a later copy left in place, unless its rows were all dropped anyway

@@ -240,7 +240,7 @@ def diff_reports(old: Report, new: Report, share_threshold: float = DEFAULT_SHAR
     return d
 
 
-def _splits_text(splits: dict[str, str]) -> str:
+def _splits_text(splits: dict[str, str | list[str]]) -> str:
     return ", ".join(f"{k} = {v!r}" for k, v in splits.items()) or "none"
 
 

@@ -49,6 +49,7 @@ from datacheck.execute.plan import (
     rows_of_step,
     sample_columns,
     select_split,
+    split_shard_counts,
 )
 from datacheck.execute.setup import with_declared_splits
 from datacheck.formats.discovery import discover
@@ -278,7 +279,7 @@ class DatasetIndex:
             opened.append(data if len(opened) < KEEP_OPENED else None)
             n += k
         splits = dict(cfg.splits) or disc.declared_splits(cfg.dataset.infer_splits)
-        others = {} if split is None else {s: sum(1 for r in where.values() if r == s) for s in splits if s != split}
+        others = {} if split is None else split_shard_counts(disc, cfg, where, [s for s in splits if s != split])
         return cls(root=disc.root, shards=list(chosen), starts=starts, rows=rows, hashes=hashes, opened=opened,
                    cfg=cfg, lengths=(np.concatenate(lens) if lens else np.zeros(0, dtype=np.int64)) if want_len
                    else None, split=split, other_splits=others)

@@ -72,7 +72,7 @@ from datacheck.derive.read import ALPACA, CHAT
 from datacheck.io.discover import declared_splits
 from datacheck.io.hashspill import SpilledRows, partitions, rows_frame
 from datacheck.io.hfmeta import DATASET_DICT_NAME
-from datacheck.io.hubsplits import glob_matches, hub_splits
+from datacheck.io.hubsplits import HubSplits, glob_matches, hub_splits
 from datacheck.io.rowhash import ROW_ENCODING, row_hash_expr
 from datacheck.model import layouts as lay
 from datacheck.model.findings import Example, Finding, Skipped
@@ -854,7 +854,13 @@ def _comparisons(dctx: Any) -> Iterable[_Comparison | Skipped]:
             name = splits.get(s.path)
             if name is not None:
                 by_split.setdefault(name, set()).add(i)
-        matched = set(splits.values())
+        shared = _hub_shared(dctx)
+        at = {s.path: i for i, s in enumerate(shards)}
+        for path, names in shared.items():  # datasets loads it into each split its name names
+            for name in names:
+                if path in at:
+                    by_split.setdefault(name, set()).add(at[path])
+        matched = set(splits.values()) | {n for ns in shared.values() for n in ns}
         sample = ", ".join(s.path for s in dctx.shards[:3]) + (" ..." if len(dctx.shards) > 3 else "")
         for name, pat in dctx.cfg.splits.items():  # a typo in a glob must not pass silently
             if name not in matched:
@@ -869,6 +875,12 @@ def _comparisons(dctx: Any) -> Iterable[_Comparison | Skipped]:
                             f"[splits] {name}: the glob {one!r} matches no shard, so the files it was meant to "
                             f"add to {'the training split' if name == train else 'split'} {name!r} are not "
                             f"checked; globs match paths relative to the audited root (shards here: {sample})"))
+        outside = [s.path for s in dctx.shards if s.path not in splits and s.path not in shared]
+        if outside and not _hub_inferred(dctx):  # the Hub's rule's: index.extra_shard names them
+            yield Skipped("dup.split_overlap", (
+                f"{len(outside)} shard(s) are in no [splits] entry, so their rows were not compared with any "
+                f"split for leakage: {_names(outside)}; add them to a split's globs if they are training or "
+                "evaluation data (dup.exact_across_shards still compares their rows with every shard)"))
         if train not in by_split:
             if train in matched:
                 yield Skipped("dup.split_overlap", f"no readable shard of the training split {train!r} "
@@ -907,6 +919,51 @@ def _comparisons(dctx: Any) -> Iterable[_Comparison | Skipped]:
         yield comp
 
 
+def _names(paths: list[str], shown: int = 5) -> str:
+    return ", ".join(paths[:shown]) + (f" and {len(paths) - shown} more" if len(paths) > shown else "")
+
+
+def _hub_inferred(dctx: Any) -> HubSplits | None:
+    """The splits the Hub's file names give the audited shards (:func:`datacheck.io.hubsplits.hub_splits`)
+    when they are the audit's ``[splits]`` (inferred, or the same entries written by hand) and no
+    ``dataset_dict.json`` declares the splits; else None."""
+    if not dctx.cfg.splits or any(p.rpartition("/")[2] == DATASET_DICT_NAME for p in getattr(dctx, "shard_lists", ())):
+        return None
+    hub = hub_splits([s.path for s in dctx.shards])
+    return hub if hub.splits and hub.splits == dict(dctx.cfg.splits) else None
+
+
+def _hub_shared(dctx: Any) -> dict[str, tuple[str, ...]]:
+    """{shard path: its splits} of the shards whose names name several splits when the audit's
+    ``[splits]`` are the Hub's (:func:`_hub_inferred`, :attr:`datacheck.io.hubsplits.HubSplits.shared`):
+    each is in every split it names, not only in the first one whose glob matches it
+    (:func:`assign_splits`, the rule of a hand-written config)."""
+    hub = _hub_inferred(dctx)
+    return dict(hub.shared) if hub is not None else {}
+
+
+def _leak_hits(dctx: Any, train: str, sh: list[Any], c: pl.DataFrame, test_idx: set[int], train_idx: set[int],
+               gone: pl.DataFrame | None) -> pl.DataFrame:
+    """``dup.split_overlap``'s rows (``shard``, ``row``, ``train_shard``, ``train_row``; ``shard`` and
+    ``row`` ascending): of the shards of the compared split only, those whose content occurs in the
+    training side (:func:`_overlap_hits`, :func:`_with_running_overlap`); of a shard in both splits
+    (:func:`_hub_shared`), every row (not in ``gone``), its training row being itself."""
+    both = test_idx & train_idx
+    alone = test_idx - both
+    hits = _with_running_overlap(dctx, train, sh, _overlap_hits(_without(c, gone), alone, train_idx), gone,
+                                 alone, train_idx)
+    if not both:
+        return hits
+    own = []
+    for i in sorted(both):
+        rows = pl.DataFrame({"shard": pl.Series([i] * (sh[i].rows or 0), dtype=pl.UInt32),
+                             "row": pl.Series(range(sh[i].rows or 0), dtype=pl.UInt32)})
+        if gone is not None and gone.height:
+            rows = rows.join(gone, on=["shard", "row"], how="anti")
+        own.append(rows.with_columns(pl.col("shard").alias("train_shard"), pl.col("row").alias("train_row")))
+    return pl.concat([hits.cast(own[0].schema), *own]).sort(["shard", "row"])
+
+
 def _hub_note(dctx: Any) -> str | None:
     """Why the shards' names gave no splits although one names a split (the Hub's split naming,
     :func:`datacheck.io.hubsplits.hub_splits`), or that ``[dataset] infer_splits = false`` left the
@@ -923,12 +980,15 @@ def _hub_note(dctx: Any) -> str | None:
     return hub.note
 
 
-def split_overlap_rows(dctx: Any, removed: dict[str, Any] | None = None) -> dict[str, list[int]]:
+def split_overlap_rows(dctx: Any, removed: dict[str, Any] | None = None,
+                       in_both: bool = False) -> dict[str, list[int]]:
     """The rows ``dup.split_overlap`` counts, every one (not only the examples): {shard path of the
     audited data: 0-based rows (ascending)} of each row of a split other than the training split
     whose content occurs in the training split (or in the ``--against`` dataset). The training
-    side's rows are never listed: dropping these rows removes the leak and keeps the training data.
-    ``removed`` ({shard path: rows}) are rows taken out of the data first (rows another check drops)."""
+    side's rows are never listed: dropping these rows removes the leak and keeps the training data;
+    so the rows of a shard in both splits (its name names both, :func:`_hub_shared`) are listed only
+    with ``in_both`` (what is left of the leak when they are kept). ``removed`` ({shard path: rows})
+    are rows taken out of the data first (rows another check drops)."""
     out: dict[str, set[int]] = {}
     for comp in _comparisons(dctx):
         if isinstance(comp, Skipped):
@@ -936,8 +996,9 @@ def split_overlap_rows(dctx: Any, removed: dict[str, Any] | None = None) -> dict
         _name, _train, sh, c, test_idx, train_idx = comp
         among = test_idx | train_idx if _train != "against" else test_idx
         gone = _removed_frame(sh, removed, among)
-        hits = _with_running_overlap(dctx, _train, sh, _overlap_hits(_without(c, gone), test_idx, train_idx), gone,
-                                     test_idx, train_idx)
+        hits = _leak_hits(dctx, _train, sh, c, test_idx, train_idx, gone)
+        if not in_both:  # a shard in both splits is training data too: dropping its rows drops training rows
+            hits = hits.filter(~pl.col("shard").is_in(pl.Series(sorted(test_idx & train_idx), dtype=pl.UInt32).implode()))
         for i, r in hits.select("shard", "row").iter_rows():
             out.setdefault(sh[i].path, set()).add(int(r))
     return {p: sorted(rows) for p, rows in sorted(out.items())}
@@ -949,7 +1010,10 @@ def split_overlap(dctx: Any) -> Iterable[Finding | Skipped]:
     training split (``[splits]``), or in the ``--against`` dataset.
 
     count = such rows (each split other than the training split is compared with the training split);
-    rows and examples: the first ``[report] max_examples`` of them (``rows``: the eval side's 0-based
+    a shard in both splits (the Hub's file names name both, ``train_test.parquet``: ``datasets`` loads
+    it into each; :attr:`datacheck.io.hubsplits.HubSplits.shared`) counts every row, its training row
+    being itself, and is named in the message and ``details.in_both_splits``. Shards in no ``[splits]``
+    entry of a hand-written config are compared with no split: a skipped entry names them. Rows and examples: the first ``[report] max_examples`` of them (``rows``: the eval side's 0-based
     row; ``details.examples``: the row on both sides, shard and row). When the two sides share no content
     column of the same role (e.g. ``text`` against ``input_ids``), no row can match: that comparison
     is a skipped entry naming both column sets, never a pass with 0 overlap (not exit 2: the other
@@ -974,7 +1038,7 @@ def split_overlap(dctx: Any) -> Iterable[Finding | Skipped]:
         name, train, sh, c, test_idx, train_idx = comp
         side = "the --against dataset" if train == "against" else f"split {train!r}"
         what = "the audited data" if name == "audited" else f"split {name!r}"
-        hits = _with_running_overlap(dctx, train, sh, _overlap_hits(c, test_idx, train_idx), None, test_idx, train_idx)
+        hits = _leak_hits(dctx, train, sh, c, test_idx, train_idx, None)
         count = hits.height
         if not count:
             continue
@@ -987,15 +1051,18 @@ def split_overlap(dctx: Any) -> Iterable[Finding | Skipped]:
         same = _same_bytes(sh, test_idx, train_idx) if train == "against" else []
         if same:
             details["same_bytes"] = same
+        both = sorted(sh[i].path for i in test_idx & train_idx)
+        if both:
+            details["in_both_splits"] = both
         yield finding(
             "dup.split_overlap", count=count, ratio=count / total if total else None,
             shards=tuple(sorted(per_shard)),
             examples=tuple(Example(row=e["row"], value=f"{e['shard']} row {e['row']} = {e['train_shard']} row {e['train_row']}")
                            for e in examples),
             rows=tuple(e["row"] for e in examples),
-            message=(_same_bytes_text(same) + f"{count} row(s) of {what} also occur in {side} (content: "
-                     f"{', '.join(_content_columns([sh[i] for i in test_idx]))}; label excluded): leakage, "
-                     "evaluation is optimistic"),
+            message=(_same_bytes_text(same) + _in_both_text(both, what, side) + f"{count} row(s) of {what} also "
+                     f"occur in {side} (content: {', '.join(_content_columns([sh[i] for i in test_idx]))}; label "
+                     "excluded): leakage, evaluation is optimistic"),
             details=details,
             rows_truncated=count > len(examples),
         )
@@ -1011,6 +1078,16 @@ def _same_bytes(sh: list[Any], test_idx: set[int], train_idx: set[int]) -> list[
             theirs.setdefault(sh[j].content_hash, []).append(sh[j].path)
     return [{"shard": sh[i].path, "against_shard": p, "content_hash": sh[i].content_hash}
             for i in sorted(test_idx, key=lambda k: sh[k].path) for p in theirs.get(sh[i].content_hash, [])]
+
+
+def _in_both_text(both: list[str], what: str, side: str) -> str:
+    """The message's sentence naming the shards in both splits (the Hub's file names name both: datasets
+    loads such a file into each), "" when none."""
+    if not both:
+        return ""
+    return (f"{len(both)} shard(s) are in both {what} and {side}, as their names name both splits and "
+            f"datasets.load_dataset loads such a file into each ({_names(both)}): every row of them counts; "
+            "rename them so each names one split. ")
 
 
 def _same_bytes_text(same: list[dict[str, str]]) -> str:

@@ -72,7 +72,9 @@ def _left_lines(res: CleanResult) -> list[str]:
             state = f"{x.left} duplicate shard(s) copied"
         else:
             state = f"{x.left} left in the copy"
-        fix = f"; --drop {x.check} removes it" if x.check in DATASET_DROPS or x.check == "decode.bad_record" else ""
+        # not when it was dropped already (a shard in both splits keeps its dup.split_overlap rows)
+        fix = (f"; --drop {x.check} removes it" if (x.check in DATASET_DROPS or x.check == "decode.bad_record")
+               and x.check not in res.drop else "")
         out.append(f"  {x.check} [{x.severity}]: {clip_message(x.message, _MESSAGE_CHARS)} ({state}{fix})")
     fails = list(dict.fromkeys(x.check for x in res.left_in_place if x.still_fails))
     maybe = [c for c in dict.fromkeys(x.check for x in res.left_in_place if x.still_fails is None) if c not in fails]

@@ -470,3 +470,126 @@ def test_sst2_hub_folder_with_an_extra_shard_keeps_its_leaks_errors(tmp_path):
     (a,) = [f for f in doc["findings"] if f["check"] == "dup.exact_across_shards"]
     assert a["details"]["per_shard"] == {"extra-00000.parquet": extra.height}
     assert a["rows"] == list(range(len(a["rows"])))
+
+
+# --------------------------------------------------------------------------- a shard naming several splits
+
+
+@pytest.mark.parametrize("shared_rows", [(100, 107), (0, 7)], ids=["own-rows", "train-rows"])
+def test_a_shard_naming_train_and_test_is_in_both_and_the_leak_stays_an_error(tmp_path, shared_rows):
+    """train.parquet + test.parquet + train_test.parquet: datasets' patterns for train
+    (``**/train[-._ 0-9]*``) and for test (``**/*[-._ 0-9]test[-._ 0-9]*``) both match train_test.parquet,
+    so load_dataset reads it into train and into test: every row of it is a test row that is in train
+    (a leak), and test.parquet's rows found in train.parquet stay a gate error (exit 1)."""
+    root = tmp_path / "several"
+    _write(root / "train.parquet", _frame(0, 50))
+    _write(root / "test.parquet", _frame(0, 10))
+    _write(root / "train_test.parquet", _frame(*shared_rows))
+    r = _audit(root, tmp_path)
+    doc = json.loads(r.stdout)
+    assert r.returncode == 1, r.stdout
+    train = pl.concat([pl.read_parquet(root / "train.parquet"), pl.read_parquet(root / "train_test.parquet")])
+    test = pl.read_parquet(root / "test.parquet").with_row_index("row")
+    leaked = test.filter(pl.col("text").is_in(train["text"].implode()))
+    both = pl.read_parquet(root / "train_test.parquet")
+    (f,) = [f for f in doc["findings"] if f["check"] == "dup.split_overlap"]
+    assert f["severity"] == "error" and f["details"]["split"] == "test"
+    assert f["count"] == leaked.height + both.height == 10 + shared_rows[1] - shared_rows[0]
+    assert f["details"]["per_shard"] == {"test.parquet": leaked.height, "train_test.parquet": both.height}
+    assert f["details"]["in_both_splits"] == ["train_test.parquet"]
+    assert "datasets.load_dataset loads such a file into each (train_test.parquet)" in f["message"]
+    # within train, train_test.parquet's rows repeating train.parquet's are seen twice per epoch
+    again = both.join(pl.read_parquet(root / "train.parquet").unique(), on=["text", "label"]).height
+    assert [f["count"] for f in doc["findings"] if f["check"] == "dup.exact_across_shards"] == ([again] if again else [])
+    assert again == (7 if shared_rows == (0, 7) else 0)
+    assert _skip(doc, "dup.split_overlap") == []
+    assert "index.extra_shard" not in _checks(doc)
+
+
+def test_a_shard_naming_train_and_test_beside_train_only_makes_test_its_rows(tmp_path):
+    """train.parquet + train_test.parquet: the test split is train_test.parquet alone (datasets reads
+    it into both), so all its rows leak: an error, never 'one split only' or a skipped entry."""
+    root = tmp_path / "two"
+    _write(root / "train.parquet", _frame(0, 50))
+    _write(root / "train_test.parquet", _frame(100, 104))
+    r = _audit(root, tmp_path)
+    doc = json.loads(r.stdout)
+    assert r.returncode == 1, r.stdout
+    assert [(f["count"], f["details"]["split"]) for f in doc["findings"] if f["check"] == "dup.split_overlap"] == [
+        (pl.read_parquet(root / "train_test.parquet").height, "test")]
+    # plan --split test plans the shard datasets reads into test
+    cfg = tmp_path / "plan.toml"
+    cfg.write_text("[batch]\nbatch_size = 2\n", encoding="utf-8")
+    for split, files in (("test", ["train_test.parquet"]), ("train", ["train.parquet", "train_test.parquet"])):
+        p = run_cli("plan", str(root), "--split", split, "--config", str(cfg), "--format", "json", "--no-progress",
+                    cwd=tmp_path)
+        assert p.returncode == 0, p.stderr
+        plan = json.loads(p.stdout)["result"]["plan"]
+        rows = sum(pl.read_parquet(root / f).height for f in files)
+        assert (plan["split"], plan["rows"], plan["shards"]) == (split, rows, len(files))
+        # the other split holds the shard in both splits too
+        assert plan["other_splits"] == ({"train": 2} if split == "test" else {"test": 1})
+
+
+def test_no_one_glob_keeps_the_splits_as_lists_of_paths(tmp_path):
+    """a/train.parquet and b/x_train.jsonl have no one glob that leaves c/test.parquet out: the split
+    is the list of their paths, and the leak is still found (an error), not a warning."""
+    root = tmp_path / "scattered"
+    _write(root / "a" / "train.parquet", _frame(0, 30))
+    _write(root / "b" / "x_train.jsonl", _frame(30, 50))
+    _write(root / "c" / "test.parquet", _frame(25, 35))
+    r = _audit(root, tmp_path)
+    doc = json.loads(r.stdout)
+    assert r.returncode == 1, r.stdout
+    train = pl.concat([_frame(0, 30), _frame(30, 50)])
+    test = pl.read_parquet(root / "c" / "test.parquet").with_row_index("row")
+    leaked = test.filter(pl.col("text").is_in(train["text"].implode()))
+    (f,) = [f for f in doc["findings"] if f["check"] == "dup.split_overlap"]
+    assert (f["count"], f["rows"]) == (leaked.height, leaked["row"].to_list()) and leaked.height == 10
+    # the same report as the lists written by hand
+    by_hand = _audit(root, tmp_path, config='[splits]\ntrain = ["a/train.parquet", "b/x_train.jsonl"]\n'
+                                             'test = "c/test.*"\n')
+    assert [(x["check"], x["count"]) for x in json.loads(by_hand.stdout)["findings"]] == [
+        (x["check"], x["count"]) for x in doc["findings"]]
+
+
+def test_a_config_that_leaves_a_shard_out_of_every_split_says_so(leak, tmp_path):
+    """A hand-written [splits] whose globs match no extra shard: its rows are compared with no split
+    for leakage; a skipped entry names it (no silent pass), the leak between the splits stays an error."""
+    _write(leak / "extras" / "more.parquet", _frame(0, 5))
+    cfg = '[splits]\ntrain = "data/train-*.parquet"\ntest = "data/test-*.parquet"\n'
+    r = _audit(leak, tmp_path, config=cfg)
+    doc = json.loads(r.stdout)
+    assert r.returncode == 1
+    assert [f["count"] for f in doc["findings"] if f["check"] == "dup.split_overlap"] == [10]
+    (why,) = _skip(doc, "dup.split_overlap")
+    assert "1 shard(s) are in no [splits] entry" in why and "extras/more.parquet" in why
+    # every shard in a split: no such entry
+    r2 = _audit(leak, tmp_path, config=cfg.replace('"data/test-*.parquet"', '["data/test-*.parquet", "extras/*"]'))
+    assert _skip(json.loads(r2.stdout), "dup.split_overlap") == []
+
+
+def test_clean_drops_the_test_rows_and_says_the_shard_in_both_splits_still_leaks(tmp_path):
+    """clean --drop dup.split_overlap drops test.parquet's leaked rows (training data is kept); the
+    rows of train_test.parquet are training rows too, so they stay and the copy still leaks: said as
+    left in place (never a clean copy that silently still fails), without a '--drop' hint."""
+    root = tmp_path / "several"
+    _write(root / "train.parquet", _frame(0, 50))
+    _write(root / "test.parquet", _frame(0, 10))
+    _write(root / "train_test.parquet", _frame(100, 107))
+    r = run_cli("clean", str(root), "--out", str(tmp_path / "out"), "--drop", "dup.split_overlap", "--no-progress",
+                "--format", "json", cwd=tmp_path)
+    res = json.loads(r.stdout)["result"]
+    train = pl.concat([pl.read_parquet(root / "train.parquet"), pl.read_parquet(root / "train_test.parquet")])
+    test = pl.read_parquet(root / "test.parquet")
+    leaked = test.filter(pl.col("text").is_in(train["text"].implode())).height
+    both = pl.read_parquet(root / "train_test.parquet").height
+    total = 50 + test.height + both
+    assert (res["input_rows"], res["kept"]) == (total, total - leaked)
+    assert pl.read_parquet(tmp_path / "out" / "train_test.parquet").height == both
+    (left,) = [x for x in res["left_in_place"] if x["check"] == "dup.split_overlap"]
+    assert (left["count"], left["left"]) == (leaked + both, both)
+    text = run_cli("clean", str(root), "--out", str(tmp_path / "out2"), "--drop", "dup.split_overlap", "--no-progress",
+                   cwd=tmp_path)
+    (line,) = [ln for ln in text.stdout.splitlines() if ln.strip().startswith("dup.split_overlap [")]
+    assert f"({both} left in the copy)" in line and "--drop" not in line

@@ -240,7 +240,11 @@ def test_drop_split_overlap_without_splits_is_refused_and_a_glob_matching_nothin
     cfg = config_from_dict({"splits": {"train": "train*", "eval": "ev/*"}})  # the eval glob matches nothing
     res = clean([str(data)], tmp_path / "out", cfg, drop=["dup.split_overlap"])
     assert res.quarantined == 0
-    assert len(res.notes) == 1 and res.notes[0].startswith("dup.split_overlap: [splits] eval = 'ev/*' matches no shard")
+    assert len(res.notes) == 2
+    typo, outside = sorted(res.notes, key=lambda n: "in no [splits] entry" in n)
+    assert typo.startswith("dup.split_overlap: [splits] eval = 'ev/*' matches no shard")
+    # and the shard no glob matches is named: its rows were compared with no split
+    assert outside.startswith("dup.split_overlap: 1 shard(s) are in no [splits] entry") and "eval.parquet" in outside
 
 
 def test_the_numbering_gap_left_in_place_is_the_copy_s(tmp_path):

@@ -1,10 +1,12 @@
 """The Hugging Face Hub's split naming as ``[splits]`` entries (datacheck/io/hubsplits.py): which
 shard paths name which split, the glob written for each split, the shards the deciding stage puts
-in no split (``load_dataset`` would not read them), and the notes when no split is inferred (one
-split, a shard naming several, no train split, no one glob)."""
+in no split (``load_dataset`` would not read them), a shard naming several splits in each of them
+(``datasets`` loads it into each), a list of literal paths where no one glob holds a split's shards,
+and the notes when no split is inferred (one split, no train split, a split name that is no word)."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from conftest import examples
@@ -12,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from datacheck.checks.dup.cross import assign_splits
-from datacheck.io.hubsplits import SPLIT_KEYWORDS, hub_splits
+from datacheck.io.hubsplits import SPLIT_KEYWORDS, glob_matches, hub_splits
+from datacheck.model.config import Config
 
 # (shard paths, the [splits] a user would write for them)
 INFERRED = [
@@ -76,13 +79,51 @@ NOT_INFERRED = [
     # the folder stage decides: test.parquet names no split by folder, train/ is the only split
     (["train/a.parquet", "test.parquet"], ["one split only ('train'", "name no split by a split keyword as a folder name",
                                            "test.parquet"]),
-    (["train/test/x.parquet", "train/a.parquet"], ["name more than one split", "train/test/x.parquet: train, test"]),
-    (["train-test.parquet", "train.parquet"], ["more than one split", "train-test.parquet"]),
     (["validation.csv", "test.csv"], ["no training split", "validation, test"]),
     (["data/my-train-00000-of-00001.parquet", "data/test-00000-of-00001.parquet"], ["'my-train'"]),
-    (["a/train.parquet", "b/x_train.jsonl", "c/test.parquet"],
-     ["no one glob holds exactly the shards of split 'train'", "a/train.parquet, b/x_train.jsonl"]),
 ]
+
+
+# (paths, {path: the splits its name names} for the shards naming several): datasets' patterns
+# ``**/{kw}[-._ 0-9]*`` and ``**/*[-._ 0-9]{kw}[-._ 0-9]*`` (folders: ``**/{kw}/**`` ...) match such a
+# shard for each keyword, so load_dataset reads it into each of those splits
+SHARED = [
+    (["train.parquet", "test.parquet", "train_test.parquet"], {"train_test.parquet": ("train", "test")}),
+    (["train-test.parquet", "train.parquet"], {"train-test.parquet": ("train", "test")}),
+    (["train/test/x.parquet", "train/a.parquet"], {"train/test/x.parquet": ("train", "test")}),
+    (["train.csv", "dev.csv", "test.csv", "dev_test.csv", "train.val.csv"],
+     {"dev_test.csv": ("validation", "test"), "train.val.csv": ("train", "validation")}),
+]
+
+
+@pytest.mark.parametrize(("paths", "shared"), SHARED, ids=[p[0][-1] for p in SHARED])
+def test_a_shard_naming_several_splits_is_in_each(paths, shared):
+    got = hub_splits(paths)
+    assert got.note is None and got.shared == shared
+    for p in paths:  # a shard is in every split whose entry (a glob or a list of globs) matches it
+        want = shared.get(p) or tuple(n for n, ks in SPLIT_KEYWORDS.items()
+                                      if any(re.search(rf"(^|[-._ 0-9/]){k}[-._ 0-9/]", p) for k in ks))
+        assert tuple(n for n, pat in got.splits.items() if glob_matches(p, pat)) == want, p
+    # the first entry whose glob matches (a hand-written config's rule) is the first split it names
+    assert all(assign_splits(paths, got.splits)[p] == ns[0] for p, ns in shared.items())
+
+
+def test_no_one_glob_gives_the_literal_paths_of_the_split():
+    paths = ["a/train.parquet", "b/x_train.jsonl", "c/test.parquet"]
+    got = hub_splits(paths)
+    # train's two shards share no prefix/suffix glob that leaves c/test.parquet out: a list of both paths
+    assert got.note is None and got.splits == {"train": ["a/train.parquet", "b/x_train.jsonl"], "test": "c/test.*"}
+    assert assign_splits(paths, got.splits) == {"a/train.parquet": "train", "b/x_train.jsonl": "train",
+                                                "c/test.parquet": "test"}
+    # a path holding glob characters is written literally: its glob matches it and nothing else
+    odd = ["a/train.[1].parquet", "b/x_train.*.jsonl", "c/test.parquet", "b/x_train.XX.jsonl", "b/x_test.*.jsonl"]
+    got = hub_splits(odd)
+    assert isinstance(got.splits["train"], list) and len(got.splits["train"]) == 3
+    assert {p: [n for n, pat in got.splits.items() if glob_matches(p, pat)] for p in odd} == {
+        "a/train.[1].parquet": ["train"], "b/x_train.*.jsonl": ["train"], "b/x_train.XX.jsonl": ["train"],
+        "c/test.parquet": ["test"], "b/x_test.*.jsonl": ["test"]}
+    # the config model accepts what is inferred
+    assert Config.model_validate({"splits": got.splits}).splits == got.splits
 
 
 # (paths, the splits, the shards in no split): the deciding stage names the splits; the shards it
@@ -154,20 +195,34 @@ _path = st.builds(lambda dirs, base, ext: "/".join([*dirs, base + ext]),
 @settings(max_examples=examples(400), deadline=None)
 @given(st.lists(_path, min_size=1, max_size=6, unique=True))
 def test_inferred_splits_put_each_shard_where_its_name_says(paths):
-    """Splits are inferred only when every shard names exactly one split at the deciding stage, two
-    or more splits with train among them; then the globs put each shard in that split."""
+    """Splits are inferred when the shards name two or more splits at the deciding stage, train among
+    them; then each shard is in exactly the splits its name names (none, one or several)."""
     ref = _reference(paths)
     got = hub_splits(paths)
     if ref is None:
         assert got.splits == {} and got.note is None
         return
-    clear = all(len(s) <= 1 for s in ref.values())  # a shard naming no split is left out, as datasets does
     names = {n for s in ref.values() for n in s}
-    if not (clear and len(names) >= 2 and "train" in names):
+    if not (len(names) >= 2 and "train" in names):
         assert got.splits == {} and got.note is not None and got.unloaded == ()
         return
-    if got.splits:
-        assert assign_splits(paths, got.splits) == {p: next(iter(s)) for p, s in ref.items() if s}
-        assert got.unloaded == tuple(sorted(p for p, s in ref.items() if not s))
-    else:  # only when no one glob holds a split's shards
-        assert got.note is not None and "no one glob" in got.note
+    # a shard naming no split is left out, as datasets does; one naming several is in each of them
+    assert got.note is None and set(got.splits) == names
+    assert {p: {n for n, pat in got.splits.items() if glob_matches(p, pat)} for p in paths} == ref
+    assert got.unloaded == tuple(sorted(p for p, s in ref.items() if not s))
+    assert got.shared == {p: tuple(n for n in SPLIT_KEYWORDS if n in s) for p, s in ref.items() if len(s) > 1}
+
+
+@pytest.mark.parametrize("paths", [p for p, _ in SHARED] + [["a/train.parquet", "b/x_train.jsonl", "c/test.parquet"]],
+                         ids=[p[-1] for p, _ in SHARED] + ["no-one-glob"])
+def test_each_split_holds_the_files_datasets_resolves_for_it(tmp_path, paths):
+    """The reference is datasets itself: get_data_patterns + DataFilesDict.from_patterns over empty
+    files at these paths (what load_dataset of the folder reads into each split)."""
+    data_files = pytest.importorskip("datasets.data_files")
+    for p in paths:
+        (tmp_path / p).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / p).touch()
+    resolved = data_files.DataFilesDict.from_patterns(data_files.get_data_patterns(str(tmp_path)), base_path=str(tmp_path))
+    want = {str(k): sorted(Path(f).relative_to(tmp_path).as_posix() for f in v) for k, v in resolved.items()}
+    got = hub_splits(paths).splits
+    assert {k: sorted(p for p in paths if glob_matches(p, g)) for k, g in got.items()} == want
