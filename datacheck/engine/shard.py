@@ -387,7 +387,8 @@ def _refine_in_groups(refine: Callable[[pl.DataFrame], Any], key: pl.Series, sha
             new = got.filter(~pl.col("__row").is_in(_row_series(copies).implode())) if copies.size else got
             distinct = pl.concat([distinct, new], how="vertical_relaxed") if distinct is not None else new
             del got, new
-            release_unused()  # the pages of the rows let go, before the next chunk is read
+            if chunk < 1:  # rows over the batch target: their pages handed back before the next is read
+                release_unused()
     out = np.concatenate(rows) if rows else _NO_ROWS
     if repeats or not rows:
         return Repeats(out, np.concatenate(firsts) if firsts else _NO_ROWS)

@@ -347,7 +347,7 @@ def read_parquet_rows(path: Path, columns: list[str], rows: list[int], schema: d
                     taken.append(batch if sel.size == batch.num_rows else batch.take(pa.array(sel - off)))
                 off += batch.num_rows
                 del batch
-                if step < REREAD_BATCH_ROWS:  # rows far over the target: no pages kept for the next
+                if per_row > BATCH_TARGET_BYTES:  # rows over the target: no pages kept for the next
                     release_unused()
                 if off > local[-1]:
                     break
