@@ -36,6 +36,7 @@ from datacheck.checks.registry import (
 from datacheck.derive.layout import SAMPLE_ROWS, padding_side_of, shard_layout
 from datacheck.derive.read import CheckInput, open_for_checks
 from datacheck.formats.batches import batch_rows, forced_batch_rows, gather_rows, shard_reader
+from datacheck.formats.parquetdecode import release_unused
 from datacheck.formats.registry import hash_shard
 from datacheck.io.discover import DiscoveredShard
 from datacheck.io.hashing import file_state
@@ -386,6 +387,8 @@ def _refine_in_groups(refine: Callable[[pl.DataFrame], Any], key: pl.Series, sha
             new = got.filter(~pl.col("__row").is_in(_row_series(copies).implode())) if copies.size else got
             distinct = pl.concat([distinct, new], how="vertical_relaxed") if distinct is not None else new
             del got, new
+            if chunk < 1:  # rows over the batch target: their pages handed back before the next is read
+                release_unused()
     out = np.concatenate(rows) if rows else _NO_ROWS
     if repeats or not rows:
         return Repeats(out, np.concatenate(firsts) if firsts else _NO_ROWS)
@@ -556,6 +559,54 @@ def _unshown_note(rc: RowCheck, details: dict[str, Any], examples: dict[int, Any
     return f" [{said}; the count and rows are exact]"
 
 
+def _rows_of(sub: pl.DataFrame, rows: np.ndarray) -> pl.DataFrame:
+    """The rows of ``sub`` (with ``__row``, ascending, each once) whose ``__row`` is in ``rows`` (shard
+    rows, any order), in ``sub``'s order: a slice of ``sub`` (no copy) when they are consecutive there,
+    as every failing row is when all of them were read (3 example rows of 16 million int64 tokens: a
+    384 MB copy), else a filter."""
+    want = np.unique(rows)
+    if want.size:
+        have = sub.get_column("__row").to_numpy()
+        pos = np.minimum(np.searchsorted(have, want), max(have.size - 1, 0))
+        if have.size and int(pos[-1] - pos[0]) + 1 == want.size and bool((have[pos] == want).all()):
+            return sub.slice(int(pos[0]), int(want.size))
+    return sub.filter(pl.col("__row").is_in(_row_series(want).implode()))
+
+
+def _shown_only(row_checks: list[RowCheck], late: list[int], results: dict[int, tuple[np.ndarray, Any]]) -> bool:
+    """Whether the rows read again for the checks decided after the batches (``late``) serve only to show
+    a column's value: each failing such check has no details and an example that is a column as read (a
+    duplicate check's ``pl.col``). A row also gathered in the batches for another check is taken whole
+    from there (the second pass keeps the first of a row's copies, and the batches' come first)."""
+    for i in late:
+        rc = row_checks[i]
+        if not results[i][0].size:
+            continue
+        if rc.details or (rc.example is not None and not rc.example.meta.is_column()):
+            return False
+    return True
+
+
+def _clipped_rows(read: Callable[[np.ndarray], pl.DataFrame | None], rows: np.ndarray,
+                  held: np.ndarray) -> pl.DataFrame | None:
+    """The shard rows ``rows`` (sorted) as ``read`` gives them (with ``__row``, in row order), each list
+    column cut to what an example shows (:func:`_shown_prefix`), the rows not ``held`` (read again
+    already) read one at a time: memory is one whole row, where reading them all at once held every one
+    (3 example rows of 16 million int64 tokens: 384 MB, made resident again when shown). None when a
+    read fails."""
+    parts: list[pl.DataFrame] = []
+    mine = rows[np.isin(rows, held)]
+    for chunk in ([mine] if mine.size else []) + [rows[j:j + 1] for j in np.flatnonzero(~np.isin(rows, held))]:
+        got = read(chunk)
+        if got is None:
+            return None
+        parts.append(got.with_columns(_shown_prefix(got.get_column(c)) for c, t in got.schema.items()
+                                      if isinstance(t, pl.List)))
+        del got
+        release_unused()
+    return pl.concat(parts).sort("__row") if len(parts) > 1 else parts[0]
+
+
 def _second_pass(sub: pl.DataFrame | None, failed: dict[int, np.ndarray], row_checks: list[RowCheck],
                  max_ex: int, done: frozenset[int] = frozenset(), unshown: Unshown | None = None
                  ) -> tuple[dict[int, dict[str, Any]], dict[int, dict[int, Any]]]:
@@ -572,12 +623,10 @@ def _second_pass(sub: pl.DataFrame | None, failed: dict[int, np.ndarray], row_ch
     for i, rows in failed.items():
         rc = row_checks[i]
         if rc.details and i not in done:
-            part = sub if len(rows) == sub.height else sub.filter(
-                pl.col("__row").is_in(_row_series(rows).implode()))
+            part = sub if len(rows) == sub.height else _rows_of(sub, rows)
             details[i] = _details_of(part, rc, i, unshown)
         if rc.example is not None:
-            first = rows[:max_ex]
-            part = sub.filter(pl.col("__row").is_in(_row_series(first).implode()))
+            part = _rows_of(sub, rows[:max_ex])
             try:
                 if shared_roots([rc.example])[0]:  # it reads shared columns: computed over these rows
                     got = with_shared_columns(part.lazy(), [rc.example]).select(
@@ -871,9 +920,11 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
                 return None
             held.append(got)
             held_rows = np.union1d(held_rows, missing)
-        mine = _row_series(np.unique(wanted))
+        mine = np.unique(wanted)
+        if len(held) == 1 and held_rows.size == mine.size:  # every row held, in row order: no copy of them
+            return held[0]
         frame = pl.concat(held) if len(held) > 1 else held[0]
-        return frame.filter(pl.col("__row").is_in(mine.implode())).sort("__row")
+        return frame.filter(pl.col("__row").is_in(_row_series(mine).implode())).sort("__row")
 
     late: list[int] = []
     earlier: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # duplicate checks: the row each copy repeats
@@ -921,7 +972,12 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
     late_parts = [_wanted_rows(results[i][0], row_checks[i], 0, max_ex) for i in late]
     wanted_late = np.unique(np.concatenate(late_parts)) if late_parts else _NO_ROWS
     if wanted_late.size:
-        sub = reread(wanted_late)
+        per_row = reader.size(needed)[1] if single is None else None
+        if per_row and wanted_late.size * per_row > REREAD_BYTES and _shown_only(row_checks, late, results):
+            sub = _clipped_rows(lambda r: reread(r) if np.isin(r, held_rows).all() else reader.read_rows(
+                r.tolist(), needed, want, per or 1), wanted_late, held_rows)
+        else:
+            sub = reread(wanted_late)
         if sub is not None:
             subs.append(sub)
     failed = {i: rows for i, (rows, _) in results.items() if rows.size}

@@ -31,7 +31,15 @@ import polars as pl
 
 from datacheck.formats.arrowtypes import arrow_for_polars, needs_conversion, validate_arrow
 from datacheck.formats.base import Format, ReadOptions, ShardData, cast_frame, normalize_shard
-from datacheck.formats.parquetdecode import claim, decoded, parquet_file, row_floor, rows_bytes, wide_row_group
+from datacheck.formats.parquetdecode import (
+    claim,
+    decoded,
+    parquet_file,
+    release_unused,
+    row_floor,
+    rows_bytes,
+    wide_row_group,
+)
 from datacheck.formats.parquetpages import scan_pages
 from datacheck.formats.rewrite import TableRewrite
 from datacheck.formats.stream_source import ahead
@@ -252,6 +260,7 @@ def _parquet_batches(path: Path, columns: list[str], rows: int, want: dict[str, 
             return
         yield df
         del df  # not held while the next batch decodes
+        release_unused()  # nor its pages, kept by the pool for a batch of its size (see release_unused)
 
 
 def _unreadable(exc: BaseException) -> Unreadable:
@@ -334,9 +343,12 @@ def read_parquet_rows(path: Path, columns: list[str], rows: list[int], schema: d
             for batch in pf.iter_batches(batch_size=step, row_groups=[int(g)], columns=columns,
                                          use_threads=True):
                 sel = local[(local >= off) & (local < off + batch.num_rows)]
-                if sel.size:
-                    taken.append(batch.take(pa.array(sel - off)))
+                if sel.size:  # every row of the batch (a row over the target): the batch itself, not a copy
+                    taken.append(batch if sel.size == batch.num_rows else batch.take(pa.array(sel - off)))
                 off += batch.num_rows
+                del batch
+                if per_row > BATCH_TARGET_BYTES:  # rows over the target: no pages kept for the next
+                    release_unused()
                 if off > local[-1]:
                     break
             if off <= local[-1]:

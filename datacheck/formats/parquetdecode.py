@@ -70,6 +70,18 @@ def decode_pool() -> Any:
     return _pool[0]
 
 
+def release_unused() -> None:
+    """Hand the pages the decode pool (:func:`decode_pool`, else the process's default pool) keeps of
+    freed buffers back to the system now (``MemoryPool.release_unused``: jemalloc's purge), for rows
+    far over the batch target only: the command line's jemalloc keeps freed pages for 10 s
+    (:data:`datacheck.cli.main.ARROW_POOL_ENV`) to reuse them for the next batch of the same size, but
+    each read of a row of 16 million int64 tokens (128 MB) left its pages there beside the next one's
+    (4 equal such rows: 1.9-2.5 GB peak RSS, 1.2 GB with those pages purged as they were freed)."""
+    import pyarrow as pa
+
+    (decode_pool() or pa.default_memory_pool()).release_unused()
+
+
 def parquet_file(path: Path, footer: Any = None, partial: bool = False) -> Any:
     """``pyarrow.parquet.ParquetFile`` of ``path`` (``pre_buffer=False``, see :func:`decoded`),
     given the footer already read when there is one; ``partial``: for reads that stop early (the

@@ -121,10 +121,51 @@ def _row_key(cols: list[str], schema: dict[str, pl.DataType] | None = None) -> p
     return keys[0]
 
 
+#: list elements a row's list cell is compared in at a time when a candidate row holds more
+#: (:func:`_repeats_in_slices`): 1,048,576 (8 MiB of int64 ids a row per slice)
+SLICE_ELEMENTS = 1 << 20
+#: decoded bytes of the candidate rows (polars' ``estimated_size``) under which they are compared
+#: whole without looking at their lists' lengths: 64 MiB
+SLICED_ABOVE_BYTES = 64 << 20
+
+
+def _longest_list(df: pl.DataFrame, lists: list[str]) -> int:
+    """The most elements a cell of the list columns ``lists`` of ``df`` holds (0 when none)."""
+    got = df.select(pl.max_horizontal([pl.col(c).list.len().max() for c in lists])).item()
+    return int(got or 0)
+
+
+def _repeats_in_slices(df: pl.DataFrame, cols: list[str], lists: list[str], row: str, longest: int) -> Repeats:
+    """:func:`_repeats_of` for rows of long lists (cells of up to ``longest`` elements in the list
+    columns ``lists``): two rows are equal exactly when every slice ``[k * SLICE_ELEMENTS, (k + 1) *
+    SLICE_ELEMENTS)`` of their lists is equal (a shorter list's slices end sooner, so lists of different
+    lengths differ in some slice; a null list stays null in every slice) and their other columns are.
+    Each slice labels every row with the first row holding the same values there (polars' own equality,
+    as on whole rows); rows with the same labels in every slice repeat each other. Where the whole rows
+    were row-encoded at once (2 rows of 16 million int64 tokens: about 1 GB over the rows themselves),
+    one slice of each row is (``SLICE_ELEMENTS``)."""
+    first = pl.col(row).cast(pl.Int64).first()
+    labels = df.select(pl.col(row))
+    for k, start in enumerate(range(0, max(longest, 1), SLICE_ELEMENTS)):
+        part = [pl.col(c).list.slice(start, SLICE_ELEMENTS) if c in lists else pl.col(c) for c in cols]
+        if k and len(part) > len(lists):  # the other columns count once, in the first slice
+            part = [p for c, p in zip(cols, part) if c in lists]
+        key = pl.struct(part) if len(part) > 1 else part[0]
+        labels = labels.with_columns(df.select(first.over(key).alias(f"__s{k}")))
+    return _repeats_of(labels, [c for c in labels.columns if c != row], row)
+
+
 def _repeats_of(df: pl.DataFrame, cols: list[str], row: str) -> Repeats:
     """The rows of ``df`` (shard rows in column ``row``, ascending) whose values in ``cols`` repeat
     an earlier row's, each with the first row holding those values (null equals null). The first
-    rows are looked up only when some row repeats (a clean shard costs one ``is_first_distinct``)."""
+    rows are looked up only when some row repeats (a clean shard costs one ``is_first_distinct``).
+    Rows of lists longer than :data:`SLICE_ELEMENTS` are compared a slice of their lists at a time
+    (:func:`_repeats_in_slices`), with the same result."""
+    lists = [c for c in cols if isinstance(df.schema[c], pl.List)]
+    if lists and df.height > 1 and df.estimated_size() > SLICED_ABOVE_BYTES:
+        longest = _longest_list(df, lists)
+        if longest > SLICE_ELEMENTS:
+            return _repeats_in_slices(df, cols, lists, row, longest)
     key = pl.struct(cols) if len(cols) > 1 else pl.col(cols[0])
     copies = df.select(key.is_first_distinct().not_().alias("copy"))["copy"]
     if not copies.any():
@@ -138,9 +179,16 @@ def _refine(cols: list[str], blank: pl.Expr | None = None):
     def refine(sub: pl.DataFrame) -> Repeats:
         """``sub``: every row (with ``__row``, in row order) whose key is shared with another row.
         Returns the repeats' shard rows with the first row each repeats (int64 arrays: never a list of
-        a million Python ints); rows of blank content (``blank``) are no repeats."""
+        a million Python ints); rows of blank content (``blank``) are no repeats. Candidates of more
+        than :data:`SLICED_ABOVE_BYTES` are copied without their blank rows only when some row is
+        blank (a filter copies every row it keeps: 2 rows of 16 million int64 ids, 256 MB)."""
         if blank is not None:
-            sub = sub.filter(~blank)
+            if sub.estimated_size() <= SLICED_ABOVE_BYTES:
+                sub = sub.filter(~blank)
+            else:
+                kept = sub.select((~blank).alias("kept")).to_series()
+                if kept.null_count() or not kept.all():
+                    sub = sub.filter(kept)
         return _repeats_of(sub, cols, "__row")
 
     return refine

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from refs import FRAME_SETTINGS as SETTINGS
 
 import datacheck
+from datacheck.checks.dup import in_shard
 from datacheck.checks.dup.in_shard import _refine
 from datacheck.checks.spec import Repeats
 from datacheck.engine import shard
@@ -103,3 +104,38 @@ def test_the_audit_verifies_candidates_in_groups_as_in_one_read(tmp_path, monkey
     grouped = findings()
     assert calls  # the grouped verification ran
     assert whole == grouped and whole[0][1] == 48
+
+
+def test_rows_far_over_a_read_are_compared_in_slices_and_shown_from_clipped_reads(tmp_path, monkeypatch):
+    """Rows of 400 tokens (more than an example shows: ``EXAMPLE_VALUE_MAX_CHARS`` elements), 4 distinct
+    lists each twice, one differing from another only in its last token and one a prefix of another: with
+    every read forced over ``REREAD_BYTES`` (candidates verified in groups, the example rows read one at a
+    time and cut to what is shown, ``_clipped_rows``) and lists compared 7 elements at a time, the findings,
+    their example values and details are those of the one read of whole rows."""
+    base = list(range(400))
+    distinct = [base, base[:-1] + [7], base[:-1], [5] * 400]
+    rows = distinct + distinct[::-1]
+    path = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"input_ids": pa.array(rows, pa.list_(pa.int64()))}), path, row_group_size=2)
+    monkeypatch.setenv("DATACHECK_BATCH_ROWS", "3")
+
+    def findings():
+        rep = datacheck.audit([str(path)], workers=1, cache_dir=None)
+        return [f.to_dict() for s in rep.shards for f in s.findings if f.check == "dup.exact_in_shard"]
+
+    whole = findings()
+    assert whole[0]["count"] == 4 and sorted(e["row"] for e in whole[0]["examples"]) == [4, 5, 6, 7]
+    reads = []
+    real = shard._clipped_rows
+    monkeypatch.setattr(shard, "_clipped_rows", lambda *a: reads.append(a[1].tolist()) or real(*a))
+    monkeypatch.setattr(shard, "REREAD_BYTES", 1)
+    monkeypatch.setattr(in_shard, "SLICE_ELEMENTS", 7)
+    monkeypatch.setattr(in_shard, "SLICED_ABOVE_BYTES", 0)
+    assert findings() == whole and reads == [[4, 5, 6, 7]]
+
+
+def test_rows_of_a_frame_are_a_slice_when_consecutive():
+    sub = pl.DataFrame({"__row": pl.Series([2, 5, 6, 9], dtype=pl.UInt32), "v": [[1], [2], [3], None]})
+    for rows in ([5, 6, 9], [9, 5], [2, 9], [2], [6, 5, 2, 9], [3, 5]):
+        want = sub.filter(pl.col("__row").is_in(rows))
+        assert shard._rows_of(sub, np.array(rows, dtype=np.int64)).equals(want)
