@@ -309,16 +309,22 @@ def _run(args: argparse.Namespace, tick: Ticker) -> int:
                        "recorded (the run stopped mid-step)")
     if args.step is not None:
         st = result["step"]
+        extra: list[str] = []
         where = f" (epoch {st['epoch']}, step {st['epoch_step']} of the epoch)" if st.get("epoch") is not None else ""
         if "ranks" in st and st.get("epoch") is None:  # the processes count their own steps: each its own place
             where = " (each process counts its own steps, accelerate's even_batches = false: " + "; ".join(
                 f"rank {r} epoch {p['epoch']}, step {p['epoch_step']} of its epoch" if p["epoch"] is not None
                 else f"rank {r} none: its epochs are done" for r, p in st["ranks"].items()) + ")"
+        if isinstance(source, BatchPlan) and source.own_steps and source.cfg.batch.world_size > 1:
+            extra.append("  each process's step is its own N-th update, as its log and ledger count it; a loop that "
+                         "enters DDP's join (accelerate's join_uneven_inputs) at each epoch met another process's "
+                         "earlier step in the all-reduce from the second epoch on (docs/torch.md, uneven inputs joined)")
         if "samples" in st:
             where = (f": {st['samples']} Megatron sample(s) after {st['consumed_samples']} consumed, each cut across "
                      "the documents below")
         out.append(f"step {args.step}{where}: {len(rows)} row(s)"
                    + (f", {st['supervised_tokens']} supervised tokens" if "supervised_tokens" in st else ""))
+        out += extra
         if args.ledger and args.rank is None:
             lacking = [r for r in source.world_ranks if not source.batches.get(r, {}).get(args.step)]
             if lacking and rows:

@@ -172,5 +172,6 @@ def test_plan_step_without_rank_places_it_for_every_process(tmp_path, even):
             for r, (e, k) in want.items():
                 assert (f"rank {r} epoch {e}, step {k} of its epoch" if e is not None
                         else f"rank {r} none: its epochs are done") in text
+        assert ("a loop that enters DDP's join" in text) == (not even)  # own numbering: the join caveat said
         one, _ = _plan_step(data, cfg, "--step", str(step), "--rank", "0")
         assert list(one["ranks"]) == ["0"] and (one["epoch"], one["epoch_step"]) == want["0"]
