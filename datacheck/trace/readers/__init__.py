@@ -413,9 +413,6 @@ class LogFile:
             and ctx.bar_total is not None and ctx.tqdm_total == ctx.bar_total
         bar = same if same is not None else \
             ctx.tqdm_step if ctx.tqdm_step is not None and (prev is None or ctx.tqdm_step >= prev or fresh) else None
-        if fresh and same is None and ctx.fresh_bar != ctx.tqdm_mark:
-            ctx.fresh_bar = ctx.tqdm_mark
-            st.launches += 1  # a new training bar counting from below the last step: a new launch began
         why = None
         step = self._state_step(ctx, got["epoch"], sig4) if "epoch" in got else None
         given = False  # placed by a steps-per-epoch from outside the log (not the Trainer's header)
@@ -458,6 +455,9 @@ class LogFile:
         if rec is None:
             return None
         rec.step_inferred = step is None
+        if fresh and same is None and rec.split == "train" and ctx.fresh_bar != ctx.tqdm_mark:
+            ctx.fresh_bar = ctx.tqdm_mark  # counted once per bar drawn
+            st.launches += 1  # a training dict after a new bar counting from below the last step: a new launch
         if step is None:
             st.unplaced = st.unplaced or why
         else:

@@ -69,5 +69,11 @@ def test_a_resume_that_never_steps_back_is_reported_as_two_launches(crash, tmp_p
         [(last, resumed, True)]
     assert [(e["from_step"], e["step"]) for e in res["events"] if e["kind"] == "resume"] == [(last, resumed)]
     assert not [e for e in res["events"] if e["kind"] == "restart"]  # a resume, not a run from scratch
+    for one in (first, second):  # each launch alone: one launch, no resume said
+        (tmp_path / "one.log").write_bytes(one.encode())
+        rc, alone, err = trace_json(str(tmp_path / "one.log"))
+        assert rc == 0, err
+        assert not [f for f in alone["findings"] if f["check"] == "log.step_regression"]
+        assert not [e for e in alone["events"] if e["kind"] in ("resume", "restart")]
     # the steps themselves are right: every logged step once per launch
     assert res["streams"] == {str(tmp_path / "console.log"): len(_epoch_steps(first + second))}
