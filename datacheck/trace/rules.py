@@ -603,7 +603,8 @@ class StepRegression(Rule):
 
 @log_rule("log.lr_discontinuity")
 class LrDiscontinuity(Rule):
-    """At a resume point, an lr that differs (by more than :data:`LR_RESUME_TOLERANCE`, relative) from
+    """At a resume point (the step going back, or a new launch logging a step it had logged: see
+    :class:`StepRegression`), an lr that differs (by more than :data:`LR_RESUME_TOLERANCE`, relative) from
     the lr this log showed at the same step before (the scheduler state was not restored); or a
     warmup restart: the lr falls below :data:`WARMUP_DROP` of the previous record's and then rises."""
 
@@ -621,7 +622,7 @@ class LrDiscontinuity(Rule):
         if mem is None:
             mem = self.seen[s.key] = OrderedDict()
         prev_lr = s.prev.lr if s.prev is not None else None
-        if s.prev is not None and rec.step < s.prev.step and rec.step in mem:
+        if s.prev is not None and (rec.step < s.prev.step or s.new_launch) and rec.step in mem:
             before = mem[rec.step]
             if abs(lr - before) > LR_RESUME_TOLERANCE * max(abs(before), 1e-30):
                 d = _details(s, rec, lr_before_resume=before, resumed_from=s.prev.step)
