@@ -100,7 +100,7 @@ _ENTRIES = [
     ("log.grad_norm_spike", "step", "warn", "the gradient norm exceeds the spike rule"),
     ("log.loss_scale_collapse", "step", "error", "the fp16 loss scale backs off several times in a row or reaches its minimum"),
     ("log.skipped_steps", "run", "warn", "optimizer steps were skipped: count and first step"),
-    ("log.step_regression", "step", "info", "step numbers go back (a resume from an earlier checkpoint)"),
+    ("log.step_regression", "step", "info", "step numbers go back, or a new launch begins in the log without them going back (a resume from an earlier checkpoint)"),
     ("log.lr_discontinuity", "step", "warn", "the learning rate jumps at a resume point or warmup restarts"),
     ("log.rank_divergence", "step", "warn", "one rank goes non-finite or diverges while others do not, or ranks are unseen"),
     ("log.divergence", "step", "warn", "after warmup the smoothed loss stays above its best value by a margin for a window"),

@@ -789,7 +789,10 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
             who = "the Hugging Face Trainer" if trainer else "accelerate's loop with even_batches = false"
             spe_text = (f"{spe} steps per epoch on rank 0; each rank counts its own ({who} joins no "
                         f"process at an epoch's end): {', '.join(f'rank {r}: {x}' for r, x in enumerate(spes))}, "
-                        "so a rank with fewer starts its next epoch sooner")
+                        "so a rank with fewer starts its next epoch sooner"
+                        + ("" if trainer else "; a loop that enters DDP's join (accelerate's join_uneven_inputs) at "
+                           "each epoch's end pairs another rank's earlier step from the second epoch on, which no "
+                           "log nor plan shows: read each rank's own rows (docs/torch.md, uneven inputs joined)"))
         else:
             spe_text = f"{spe} steps per epoch"
         desc = (f"the simulated batch plan ({_facts_text(pcfg)}; {spe_text}; {conv.formula()}; "

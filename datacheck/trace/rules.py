@@ -80,6 +80,9 @@ class Stream:
         last_good: the last record with a finite loss and finite grad norm (where logged) that was not an overflow.
         ok_steps: whether an optimizer step is known to have succeeded (a finite loss with no skip).
         records: training records seen.
+        new_launch: whether the log read a new launch's start (``ReadStats.launches``: a trainer's banner,
+            a Hugging Face training bar counting again from below the last step, the Trainer's epoch back
+            or its last step logged again) since this stream's previous record; False at its first.
         shared: state several rules build once per stream (the dynamics rules' kept points).
     """
 
@@ -88,6 +91,7 @@ class Stream:
     last_good: StepRecord | None = None
     ok_steps: bool = False
     records: int = 0
+    new_launch: bool = False
     shared: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -561,7 +565,13 @@ class SkippedSteps(Rule):
 @log_rule("log.step_regression")
 class StepRegression(Rule):
     """Step numbers going back within a rank: a resume from an earlier checkpoint (one finding per rank,
-    every resume point in ``details['resumes']``, the first named in the message)."""
+    every resume point in ``details['resumes']``, the first named in the message). A record that begins a
+    new launch (:attr:`Stream.new_launch`: a banner, a Hugging Face training bar counting again) at or after
+    the previous record's step is a resume point too (``"launch": True``): a Trainer resumed from the
+    checkpoint just before the last logged step logs that step again (step 11, then 11 again), and one
+    with ``logging_steps`` > 1 may log past it; only the log's launch marks tell such a resume from one
+    run. A console without any (a Trainer's ``disable_tqdm`` dicts at the default log level) that logs
+    past the last step shows no resume at all."""
 
     def __init__(self, opts: TraceOptions):
         super().__init__(opts)
@@ -569,26 +579,32 @@ class StepRegression(Rule):
         self.streams: dict[Any, Stream] = {}
 
     def feed(self, rec: StepRecord, s: Stream) -> None:
-        if s.prev is not None and rec.step < s.prev.step and not rec.step_inferred:
+        if s.prev is not None and (rec.step < s.prev.step or s.new_launch) and not rec.step_inferred:
             self.streams[s.key] = s
             self.resumes.setdefault(s.key, []).append(
                 {"from_step": s.prev.step, "to_step": rec.step, "where": rec.where(), "lr": rec.lr,
-                 "lr_before": s.prev.lr, "loss_scale": rec.loss_scale})
+                 "lr_before": s.prev.lr, "loss_scale": rec.loss_scale,
+                 **({"launch": True} if rec.step >= s.prev.step else {})})
 
     def finish(self, streams: dict[Any, Stream]) -> list[Finding]:
         out = []
         for key, rs in self.resumes.items():
             r = rs[0]
             d = {"step": r["to_step"], "rank": stream_name(key), "resumes": rs[:100], "window": [r["to_step"], r["to_step"]]}
-            msg = (f"{stream_name(key)}: the step goes back from {r['from_step']} to {r['to_step']} at {r['where']} "
-                   f"(a resume from an earlier checkpoint); {len(rs)} resume point(s)")
+            how = (f"a new launch logs step {r['to_step']} "
+                   + ("again" if r["to_step"] == r["from_step"] else f"after step {r['from_step']}")
+                   + f" at {r['where']}"
+                   if r.get("launch") else
+                   f"the step goes back from {r['from_step']} to {r['to_step']} at {r['where']}")
+            msg = f"{stream_name(key)}: {how} (a resume from an earlier checkpoint); {len(rs)} resume point(s)"
             out.append(_finding(self.id, msg, len(rs), d))
         return out
 
 
 @log_rule("log.lr_discontinuity")
 class LrDiscontinuity(Rule):
-    """At a resume point, an lr that differs (by more than :data:`LR_RESUME_TOLERANCE`, relative) from
+    """At a resume point (the step going back, or a new launch logging a step it had logged: see
+    :class:`StepRegression`), an lr that differs (by more than :data:`LR_RESUME_TOLERANCE`, relative) from
     the lr this log showed at the same step before (the scheduler state was not restored); or a
     warmup restart: the lr falls below :data:`WARMUP_DROP` of the previous record's and then rises."""
 
@@ -606,7 +622,7 @@ class LrDiscontinuity(Rule):
         if mem is None:
             mem = self.seen[s.key] = OrderedDict()
         prev_lr = s.prev.lr if s.prev is not None else None
-        if s.prev is not None and rec.step < s.prev.step and rec.step in mem:
+        if s.prev is not None and (rec.step < s.prev.step or s.new_launch) and rec.step in mem:
             before = mem[rec.step]
             if abs(lr - before) > LR_RESUME_TOLERANCE * max(abs(before), 1e-30):
                 d = _details(s, rec, lr_before_resume=before, resumed_from=s.prev.step)

@@ -315,9 +315,10 @@ def _trace_once(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
                 marked[key] = launch > 0
                 curves[s.name] = {m: Curve() for m in METRICS}
                 feeds[key] = [r.feed for r in rules if type(r).feed is not Rule.feed]  # rules that read records
+            s.new_launch = s.prev is not None and launch > launches[key]
             launches[key] = launch
             prev = s.prev
-            if prev is not None and rec.step < prev.step and len(events) < _EVENTS:
+            if prev is not None and (rec.step < prev.step or s.new_launch) and len(events) < _EVENTS:
                 events.append({"kind": "resume", "step": rec.step, "rank": s.name, "from_step": prev.step,
                                "where": rec.where()})
             if rec.overflow and len(events) < _EVENTS and not _scale_kept(rec):

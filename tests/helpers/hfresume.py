@@ -1,13 +1,14 @@
 """One launch of a real one-process Hugging Face ``Trainer`` CPU run that a test crashes and resumes
-(``python hfresume.py ROOT MODE CRASH_AT [CHECKPOINT]``).
+(``python hfresume.py ROOT MODE CRASH_AT [CHECKPOINT [LOGGING_STEPS]]``).
 
 ``ROOT/rows.json`` holds the rows (``x1``, ``x2``, ``label``); the model is a linear layer returning
-the mean cross-entropy; ``per_device_train_batch_size`` 8, 2 epochs, ``logging_steps`` 1, a checkpoint
+the mean cross-entropy; ``per_device_train_batch_size`` 8, 2 epochs, ``logging_steps`` 1 (or
+``LOGGING_STEPS``), a checkpoint
 every 10 steps in ``ROOT/out``, ``seed`` 42, ``use_cpu=True``. ``MODE``: ``tqdm`` (the default console:
 progress bars and dicts) or ``dicts`` (``disable_tqdm``: the printed dicts alone, each with an epoch and no
 step). ``CRASH_AT`` > 0: a callback raises ``SystemExit(3)`` at the end of that global step (a crash, after
 the dicts of the steps before it); 0: no crash. ``CHECKPOINT``: ``trainer.train(resume_from_checkpoint=
-CHECKPOINT)``. Each launch writes ``ROOT/seen-{launch}.json`` (``launch`` = ``first`` without a checkpoint,
+CHECKPOINT)`` (``-``: none). Each launch writes ``ROOT/seen-{launch}.json`` (``launch`` = ``first`` without a checkpoint,
 else ``resumed``): the row ids of every micro-batch its forward saw, in order."""
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import sys
 from pathlib import Path
 
 
-def main(root: Path, mode: str, crash_at: int, checkpoint: str | None) -> None:
+def main(root: Path, mode: str, crash_at: int, checkpoint: str | None, logging_steps: int = 1) -> None:
     import torch
     import transformers
 
@@ -51,7 +52,7 @@ def main(root: Path, mode: str, crash_at: int, checkpoint: str | None) -> None:
 
     torch.manual_seed(0)
     args = transformers.TrainingArguments(
-        str(root / "out"), use_cpu=True, per_device_train_batch_size=8, num_train_epochs=2, logging_steps=1,
+        str(root / "out"), use_cpu=True, per_device_train_batch_size=8, num_train_epochs=2, logging_steps=logging_steps,
         save_strategy="steps", save_steps=10, seed=42, report_to=[], disable_tqdm=mode != "tqdm",
         remove_unused_columns=False, learning_rate=0.05)
     trainer = transformers.Trainer(model=Model(), args=args, train_dataset=Rows(), callbacks=[Crash()])
@@ -60,4 +61,5 @@ def main(root: Path, mode: str, crash_at: int, checkpoint: str | None) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4] if len(sys.argv) > 4 else None)
+    ckpt = sys.argv[4] if len(sys.argv) > 4 and sys.argv[4] != "-" else None
+    main(Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), ckpt, int(sys.argv[5]) if len(sys.argv) > 5 else 1)

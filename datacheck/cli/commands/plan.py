@@ -80,6 +80,31 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     return a
 
 
+def _rank_positions(plan: BatchPlan, step: int, rank: int | None, rows: list[StepRow]) -> dict[str, Any]:
+    """Where optimizer step ``step`` falls for each process of a simulated torch plan (or ``rank`` alone):
+    ``ranks``: ``{"R": {"epoch", "epoch_step", "rows"}}`` (``rows``: the step's rows of that process; with
+    accelerate's ``even_batches = false`` each process counts its own steps over its own epochs
+    (:meth:`BatchPlan.own_position`), so one process's step 4 can be another's epoch 1; ``epoch`` and
+    ``epoch_step`` None, ``rows`` 0, for a process whose ``[batch] epochs`` are done before its step
+    ``step``); ``epoch`` and ``epoch_step``: the processes' common place, None when they differ.
+
+    Raises:
+        UsageError: the step is outside the run (:meth:`BatchPlan.split_step`).
+    """
+    epoch, s = plan.split_step(step)
+    counts: dict[int, int] = {}
+    for r in rows:
+        counts[r.rank] = counts.get(r.rank, 0) + 1
+    ranks: dict[str, dict[str, Any]] = {}
+    for p in ([rank] if rank is not None else range(plan.cfg.batch.world_size)):
+        e, k = plan.own_position(step, p) if plan.own_steps else (epoch, s)
+        done = e >= plan.cfg.batch.epochs
+        ranks[str(p)] = {"epoch": None if done else e, "epoch_step": None if done else k, "rows": counts.get(p, 0)}
+    places = {(v["epoch"], v["epoch_step"]) for v in ranks.values()}
+    common = places.pop() if len(places) == 1 else (None, None)
+    return {"epoch": common[0], "epoch_step": common[1], "ranks": ranks}
+
+
 def _row_dict(r: StepRow) -> dict[str, Any]:
     out = {"rank": r.rank, "micro_batch": r.micro_batch, "global_index": r.global_index, "shard": r.shard, "row": r.row}
     if r.sample is not None:  # a Megatron sample: its dataset index and the row's tokens it reads
@@ -258,10 +283,7 @@ def _run(args: argparse.Namespace, tick: Ticker) -> int:
             result["step"]["consumed_samples"] = (args.consumed_samples if args.consumed_samples is not None
                                                   else source.order.consumed_before(args.step))
         elif isinstance(source, BatchPlan):
-            epoch, s = source.split_step(args.step)
-            if source.own_steps and args.rank is not None:  # the rank counts its own steps over its own epochs
-                epoch, s = source.own_position(args.step, args.rank)
-            result["step"].update(epoch=epoch, epoch_step=s)
+            result["step"].update(_rank_positions(source, args.step, args.rank, rows))
             if source.supervised is not None:
                 result["step"]["supervised_tokens"] = int(sum(int(source.supervised[r.global_index]) for r in rows))
         if args.export:
@@ -287,12 +309,22 @@ def _run(args: argparse.Namespace, tick: Ticker) -> int:
                        "recorded (the run stopped mid-step)")
     if args.step is not None:
         st = result["step"]
-        where = f" (epoch {st['epoch']}, step {st['epoch_step']} of the epoch)" if "epoch" in st else ""
+        extra: list[str] = []
+        where = f" (epoch {st['epoch']}, step {st['epoch_step']} of the epoch)" if st.get("epoch") is not None else ""
+        if "ranks" in st and st.get("epoch") is None:  # the processes count their own steps: each its own place
+            where = " (each process counts its own steps, accelerate's even_batches = false: " + "; ".join(
+                f"rank {r} epoch {p['epoch']}, step {p['epoch_step']} of its epoch" if p["epoch"] is not None
+                else f"rank {r} none: its epochs are done" for r, p in st["ranks"].items()) + ")"
+        if isinstance(source, BatchPlan) and source.own_steps and source.cfg.batch.world_size > 1:
+            extra.append("  each process's step is its own N-th update, as its log and ledger count it; a loop that "
+                         "enters DDP's join (accelerate's join_uneven_inputs) at each epoch met another process's "
+                         "earlier step in the all-reduce from the second epoch on (docs/torch.md, uneven inputs joined)")
         if "samples" in st:
             where = (f": {st['samples']} Megatron sample(s) after {st['consumed_samples']} consumed, each cut across "
                      "the documents below")
         out.append(f"step {args.step}{where}: {len(rows)} row(s)"
                    + (f", {st['supervised_tokens']} supervised tokens" if "supervised_tokens" in st else ""))
+        out += extra
         if args.ledger and args.rank is None:
             lacking = [r for r in source.world_ranks if not source.batches.get(r, {}).get(args.step)]
             if lacking and rows:

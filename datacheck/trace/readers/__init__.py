@@ -242,6 +242,7 @@ class LogFile:
             if "<" in text:  # a tqdm bar's "n/total [elapsed<remaining": the last one on the line
                 for t in tqdm.finditer(text):
                     ctx.tqdm_step, ctx.tqdm_total = int(t.group(1)), int(t.group(2))
+                    ctx.tqdm_mark = n
         if ctx.waiting is not None:
             yield from self._emit(ctx.waiting, ctx)
             ctx.waiting = None
@@ -454,6 +455,9 @@ class LogFile:
         if rec is None:
             return None
         rec.step_inferred = step is None
+        if fresh and same is None and rec.split == "train" and ctx.fresh_bar != ctx.tqdm_mark:
+            ctx.fresh_bar = ctx.tqdm_mark  # counted once per bar drawn
+            st.launches += 1  # a training dict after a new bar counting from below the last step: a new launch
         if step is None:
             st.unplaced = st.unplaced or why
         else:
@@ -487,6 +491,7 @@ class LogFile:
         if rec.epoch is not None and prev.epoch is not None and (
                 rec.epoch < prev.epoch or (rec.epoch == prev.epoch and exact and rec.lr is not None
                                            and rec.lr == prev.lr)):
+            self.stats.launches += 1  # the Trainer's epoch back or the same step logged again: a new launch
             return  # a new launch's record, placed by its own epoch
         self.stats.epoch_clash = (
             f"its training records at lines {prev.line} (epoch {prev.epoch:g}) and {rec.line} (epoch {rec.epoch:g}) "
@@ -535,6 +540,9 @@ class _TextState:
     #: the length of the last bar drawn, and of the bar that last placed a Hugging Face record
     tqdm_total: int | None = None
     bar_total: int | None = None
+    #: the line of the last bar drawn, and of the last bar taken as a new launch's (counted once)
+    tqdm_mark: int = 0
+    fresh_bar: int = -1
     header: dict[str, int] = field(default_factory=dict)
     ordinal: int = 0
     epoch_decimals: int = 0

@@ -16,7 +16,8 @@ launch's forward saw, never read back from datacheck. ``dicts``: a console witho
 with its epoch and no step; the plan's 30 steps per epoch place them per launch: the resumed launch's first
 dict (epoch 0.3667) is step 11 again, a new launch's (its epoch back), not two records of one step (which
 had refused the placing: "both fall on step 11", no rows named). ``tqdm``: the default console, each dict
-placed by the bar before it."""
+placed by the bar before it. In both the report says there were two launches (``log.step_regression``:
+step 11, then 11 again), though the step never goes below the last one logged."""
 from __future__ import annotations
 
 import json
@@ -94,6 +95,11 @@ def test_trace_names_the_resumed_launchs_step_and_rows(resumed):
     assert res["first_bad"]["step"] == hf_step
     assert res["first_bad"]["check"] in ("log.hidden_non_finite", "log.non_finite")
     assert not [e for e in res["events"] if e["kind"] == "restart"]  # a resume, one run
+    # two launches: the resumed one logs the first launch's last step (CRASH - 1) again, from CKPT + 1
+    assert CKPT + 1 == CRASH - 1
+    reg = [f for f in res["findings"] if f["check"] == "log.step_regression"]
+    assert [(r["from_step"], r["to_step"]) for f in reg for r in f["details"]["resumes"]] == [(CRASH - 1, CKPT + 1)]
+    assert [(e["from_step"], e["step"]) for e in res["events"] if e["kind"] == "resume"] == [(CRASH - 1, CKPT + 1)]
     d = res["data"]
     assert d["source"]["kind"] == "plan" and d["audited_steps"] == [hf_step, hf_step]
     assert d["rows"]["steps"] == {str(hf_step): {"0": _batches()[BAD_STEP]}}

@@ -127,3 +127,51 @@ def test_uneven_plan_steps_are_each_process_s_own_count_and_the_ledger_s(tmp_pat
     res = json.loads(out.getvalue())["result"]["step"]
     assert [r["global_index"] for r in res["rows"]] == own[1][4] == sum(refs[1][1][2:4], [])
     assert (res["epoch"], res["epoch_step"]) == (1, 1)  # process 1's own epoch 1 began at its step 3
+
+
+def _plan_step(data, cfg, *args: str) -> tuple[dict, str]:
+    """``datacheck plan DATA --step ...``: (its JSON step, its text output)."""
+    res, text = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(res):
+        assert main(["plan", str(data), "--config", str(cfg), *args, "--format", "json"]) == 0
+    with contextlib.redirect_stdout(text):
+        assert main(["plan", str(data), "--config", str(cfg), *args]) == 0
+    return json.loads(res.getvalue())["result"]["step"], text.getvalue()
+
+
+@pytest.mark.parametrize("even", [True, False])
+def test_plan_step_without_rank_places_it_for_every_process(tmp_path, even):
+    """``datacheck plan --step N`` without ``--rank`` gives every process's epoch, in-epoch step and rows.
+    With ``even_batches = true`` every process is at ``N // steps_per_epoch``, ``N % steps_per_epoch``
+    (4 steps an epoch: ceil(7 micro-batches / GA 2)). With ``even_batches = false`` process 0 has 7
+    micro-batches an epoch (4 steps), process 1 has 6 (3 steps), each counting its own: at step 4 process 0
+    is at epoch 1 step 0, process 1 at epoch 1 step 1; at step 6 process 1's 2 epochs (6 steps) are done.
+    Before, the step was placed by process 0's count alone ("epoch 1, step 0" for both)."""
+    data = _dataset(tmp_path)
+    cfg = tmp_path / "dc.toml"
+    cfg.write_text("[batch]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in {**BATCH, "even_batches": even}.items()))
+    refs = reference_shards(N, P, BS, SEED, 0, even_batches=even)
+    per = [-(-len(refs[p]) // GA) for p in range(P)]  # each process's steps an epoch
+    assert per == ([4, 4] if even else [4, 3])
+    for step in (4, 6):
+        want = {}
+        for p in range(P):
+            e, k = (step // per[0], step % per[0]) if even else divmod(step, per[p])
+            want[str(p)] = (e, k) if e < 2 else (None, None)
+        st, text = _plan_step(data, cfg, "--step", str(step))
+        assert {r: (v["epoch"], v["epoch_step"]) for r, v in st["ranks"].items()} == want, step
+        assert {r: v["rows"] for r, v in st["ranks"].items()} == \
+            {str(p): sum(1 for x in st["rows"] if x["rank"] == p) for p in range(P)}
+        assert all(v["rows"] > 0 for r, v in st["ranks"].items() if want[r][0] is not None)
+        assert all(v["rows"] == 0 for r, v in st["ranks"].items() if want[r][0] is None)
+        if len(set(want.values())) == 1:
+            assert (st["epoch"], st["epoch_step"]) == want["0"]
+            assert f"step {step} (epoch {want['0'][0]}, step {want['0'][1]} of the epoch)" in text
+        else:  # no one place: each process's is said
+            assert (st["epoch"], st["epoch_step"]) == (None, None)
+            for r, (e, k) in want.items():
+                assert (f"rank {r} epoch {e}, step {k} of its epoch" if e is not None
+                        else f"rank {r} none: its epochs are done") in text
+        assert ("a loop that enters DDP's join" in text) == (not even)  # own numbering: the join caveat said
+        one, _ = _plan_step(data, cfg, "--step", str(step), "--rank", "0")
+        assert list(one["ranks"]) == ["0"] and (one["epoch"], one["epoch_step"]) == want["0"]
