@@ -95,8 +95,8 @@ def _declared_features(shard: DiscoveredShard, info_cache: dict[Any, Any] | None
         # every arrow file's schema metadata too (Dataset.from_dict(...)._data, its cache files)
         feats = features_of_schema_metadata(_with_source(shard, _arrow_schema_metadata))
         return (feats, f"{shard.rel} (its huggingface schema metadata)") if feats is not None else None
-    except (OSError, ValueError):  # pyarrow's ArrowInvalid is a ValueError; the shard's own read reports it
-        return None
+    except (OSError, ValueError, pa.ArrowException):  # any pyarrow error (ArrowInvalid is a ValueError,
+        return None  # ArrowNotImplementedError a NotImplementedError: a spoiled footer's 128-bit integer): the shard's own read reports it
 
 
 def _with_source(shard: DiscoveredShard, read: Any) -> Any:
@@ -115,7 +115,7 @@ def _arrow_schema_metadata(f: Any) -> Any:
     form) read from the binary file ``f``: the schema message only, no record batch."""
     try:
         return pa.ipc.open_file(f).schema.metadata
-    except (OSError, ValueError):
+    except (OSError, ValueError, pa.ArrowException):
         f.seek(0)
         return pa.ipc.open_stream(f).schema.metadata
 

@@ -99,3 +99,39 @@ def test_real_bare_arrow_without_class_label_takes_no_classes(tmp_path, realdata
     assert bare.label_facts is None and folder.label_facts is None
     assert sorted((f.check, f.column, f.count) for f in bare.findings) == \
         sorted((f.check, f.column, f.count) for f in folder.findings)
+
+
+def test_a_footer_pyarrow_cannot_read_is_no_crash(tmp_path, monkeypatch):
+    """Reading the declared classes never crashes the audit: a parquet footer whose schema pyarrow does
+    not implement (the fuzz run's mutant declared a 128-bit integer: ``ArrowNotImplementedError``, a
+    ``NotImplementedError``, not the ``ValueError`` of ``ArrowInvalid``; it escaped as a traceback, exit
+    3) gives no classes, and the audit goes on; the data is never touched."""
+    import pyarrow.parquet as pq
+
+    good = tmp_path / "d" / "train-00000-of-00001.parquet"
+    good.parent.mkdir()
+    pq.write_table(pa.table({"text": ["a", "b"], "label": [0, 1]}), good)
+    raw = good.read_bytes()
+
+    def spoiled(source, *a, **k):
+        raise pa.ArrowNotImplementedError("Integers with more than 64 bits not implemented")
+
+    monkeypatch.setattr(pq, "read_schema", spoiled)
+    rep = datacheck.audit(str(good.parent))
+    assert raw == good.read_bytes()
+    assert rep.label_facts is None or not rep.label_facts.get("classes")
+    assert rep.summary["shards"] == 1
+
+
+def test_a_spoiled_arrow_schema_is_no_crash(tmp_path, monkeypatch):
+    """The same for a bare arrow file whose schema pyarrow does not implement (``Integers with less
+    than 8 bits``): no classes, no crash; the file's own read reports what it can."""
+    out = _bare_arrow(tmp_path, {"tags": TAGS}, hf.Features({"tags": hf.Sequence(hf.ClassLabel(names=NER))}))
+
+    def spoiled(*a, **k):
+        raise pa.ArrowNotImplementedError("Integers with less than 8 bits not implemented")
+
+    monkeypatch.setattr(pa.ipc, "open_file", spoiled)
+    monkeypatch.setattr(pa.ipc, "open_stream", spoiled)
+    rep = datacheck.audit(str(out.parent))
+    assert rep.label_facts is None or not rep.label_facts.get("tag_classes")
