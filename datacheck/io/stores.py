@@ -54,7 +54,7 @@ from __future__ import annotations
 import base64
 import os
 import re
-import socket
+import sys
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -160,7 +160,8 @@ def filesystem(url: str) -> tuple[Any, str]:
 #: class names (anywhere in an exception's MRO) of the store clients' "could not connect" errors: aiohttp's
 #: (fsspec's http://, gcsfs, huggingface_hub's async paths) and botocore's (s3fs); Python's own
 #: ``ConnectionError`` (refused, reset), ``socket.gaierror`` (unknown host) and ``TimeoutError`` are
-#: taken by type
+#: taken by type (``socket`` from ``sys.modules``: a gaierror exists only once a client loaded it, and
+#: importing it here cost every command, a cached rerun's too, 4 ms)
 _CONNECT_ERRORS = frozenset({"ClientConnectorError", "ClientConnectionError", "ServerTimeoutError",
                              "EndpointConnectionError", "ConnectTimeoutError", "ProxyConnectionError",
                              "ConnectionClosedError", "ConnectionError", "ConnectError"})
@@ -179,7 +180,8 @@ def connection_error(exc: BaseException) -> BaseException | None:
         if id(e) in seen:
             continue
         seen.add(id(e))
-        if isinstance(e, (ConnectionError, socket.gaierror, TimeoutError)) or any(
+        sock = sys.modules.get("socket")
+        if isinstance(e, (ConnectionError, TimeoutError)) or (sock is not None and isinstance(e, sock.gaierror)) or any(
                 c.__name__ in _CONNECT_ERRORS for c in type(e).__mro__):
             return e
         todo += [x for x in (e.__cause__, e.__context__) if x is not None]
