@@ -91,6 +91,14 @@ def probes(workers):
 
 out["forked"] = probes(2)
 import sys
+# the pools above leave their manager threads ending; fork_is_safe looks again for at most 0.1 s, which a
+# loaded CI machine (pytest -n auto) can outlast: the pool then (rightly) uses the fork server and forkpre
+# is imported there, not here. This part holds the fork path's preload, so it waits for that path's
+# condition first (a thread still ending after 30 s fails the fork_is_safe assertion below).
+import time
+_t0 = time.monotonic()
+while not fork_is_safe() and time.monotonic() - _t0 < 30:
+    time.sleep(0.05)
 out["preloaded"] = list(ProcessExecutor(2).map(forkwork.preloaded, [0, 1], preload=["forkpre", "no_such_module_x"]))
 out["preloaded_here"] = [sys.modules["forkpre"].PID == os.getpid(), fork_is_safe()]
 out["died"] = died()
