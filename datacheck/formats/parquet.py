@@ -33,6 +33,7 @@ from datacheck.formats.arrowtypes import arrow_for_polars, needs_conversion, val
 from datacheck.formats.base import Format, ReadOptions, ShardData, cast_frame, normalize_shard
 from datacheck.formats.parquetdecode import (
     claim,
+    decode_threads,
     decoded,
     parquet_file,
     release_unused,
@@ -245,7 +246,7 @@ def _parquet_batches(path: Path, columns: list[str], rows: int, want: dict[str, 
     """
     tables = claim(path, columns, rows, first, total, last)
     if tables is None:
-        tables = decoded(path, columns, rows, first, total, last, footer)
+        tables = decoded(path, columns, rows, first, total, last, footer, threads=overlap)
     frames = (cast_frame(pl.from_arrow(table), want)  # type: ignore[arg-type]
               for table in tables)
     if overlap:
@@ -341,7 +342,7 @@ def read_parquet_rows(path: Path, columns: list[str], rows: list[int], schema: d
             step = REREAD_BATCH_ROWS if per_row * REREAD_BATCH_ROWS <= BATCH_TARGET_BYTES \
                 else max(1, int(BATCH_TARGET_BYTES // per_row))
             for batch in pf.iter_batches(batch_size=step, row_groups=[int(g)], columns=columns,
-                                         use_threads=True):
+                                         use_threads=decode_threads(step, per_row)):
                 sel = local[(local >= off) & (local < off + batch.num_rows)]
                 if sel.size:  # every row of the batch (a row over the target): the batch itself, not a copy
                     taken.append(batch if sel.size == batch.num_rows else batch.take(pa.array(sel - off)))
@@ -437,7 +438,7 @@ class ParquetReader:
             return None
         try:
             first = next(parquet_file(self.path, self.footer(), partial=True).iter_batches(
-                batch_size=rows, columns=columns, use_threads=True), None)
+                batch_size=rows, columns=columns, use_threads=decode_threads(rows, self.size(columns)[1])), None)
             if first is None:
                 return None
             return cast_frame(pl.from_arrow(first), want)  # type: ignore[arg-type]
@@ -464,7 +465,7 @@ class ParquetReader:
         per_row = self.size(columns)[1]
         yield from _parquet_batches(self.path, columns, rows, want or {}, first, total=n, last=first,
                                     footer=self.footer(),
-                                    overlap=per_row is None or rows * per_row <= BATCH_TARGET_BYTES)
+                                    overlap=decode_threads(rows, per_row))
 
     def read_rows(self, indices: list[int], columns: list[str], want: dict[str, pl.DataType],
                   rows: int) -> pl.DataFrame | None:

@@ -378,8 +378,25 @@ def decode_order(pf: Any, columns: list[str]) -> list[str]:
     return sorted(columns, key=lambda c: -size[c])
 
 
+def decode_threads(rows: int, per_row: float | None) -> bool:
+    """Whether a batch of ``rows`` rows of ``per_row`` decoded bytes each (the footer's estimate,
+    :func:`row_floor`; None: not known) is decoded on pyarrow's threads (``use_threads=True``): yes,
+    unless the batch is predicted to hold more than :data:`BATCH_TARGET_BYTES` (rows of more than the
+    target: a batch is at least one row), which is decoded in the calling thread.
+
+    Why: pyarrow's jemalloc gives each thread an arena of its own, and the pages of a huge row's
+    buffers (grown by doubling while it decodes) freed by one of pyarrow's threads stay in that thread's
+    arena; ``MemoryPool.release_unused`` did not hand them back (one 128 MB row decoded on pyarrow's
+    threads: 470 MB left resident in a decode thread's arena after the purge, 12 MB decoded in the
+    calling thread), and the next row, decoded by another thread, faulted fresh pages beside them.
+    ``datacheck audit`` of 4 rows of 16 million int64 tokens peaked at 750-1,060 MiB depending on which
+    threads decoded (1,110 in a CI run on a larger machine); decoded in the calling thread, see
+    tests/unit/formats/test_parquet_huge_rows_memory.py for the peaks now."""
+    return per_row is None or rows * per_row <= BATCH_TARGET_BYTES
+
+
 def decoded(path: Path, columns: list[str], rows: int, first: int | None = None, total: int | None = None,
-            last: int | None = None, footer: Any = None) -> Iterator[Any]:
+            last: int | None = None, footer: Any = None, threads: bool = True) -> Iterator[Any]:
     """The parquet file's ``columns`` as pyarrow tables of ``rows`` rows, each one record batch as
     ``ParquetFile.iter_batches`` decodes it (contiguous: no copy; its batches run across row groups):
 
@@ -422,14 +439,18 @@ def decoded(path: Path, columns: list[str], rows: int, first: int | None = None,
     done = 0
     if first:
         head = next(parquet_file(path, footer, partial=True).iter_batches(
-            batch_size=first, columns=order, use_threads=True), None)
+            batch_size=first, columns=order, use_threads=threads), None)
         if head is None:
             return
         done = head.num_rows
-        yield table(head)
+        t = table(head)
+        del head
+        yield t
+        del t  # not held while the next batch decodes
     skip = done
-    for rb in parquet_file(path, footer).iter_batches(batch_size=rows, columns=order, use_threads=True):
+    for rb in parquet_file(path, footer).iter_batches(batch_size=rows, columns=order, use_threads=threads):
         t = table(rb)
+        del rb  # only the table (its buffers) is held from here on: dropped below before the next decode
         if skip:
             cut = min(skip, t.num_rows)
             t, skip = t.slice(cut), skip - cut
@@ -441,6 +462,7 @@ def decoded(path: Path, columns: list[str], rows: int, first: int | None = None,
             yield t.slice(n - last)
         else:
             yield t
+        del t
         done += n
 
 
@@ -571,7 +593,8 @@ class Prefetch:
                 if plan is not None:
                     columns, rows, first, total, meta = plan
                     count = prefetch_pieces(rows, first, meta.per_row or 0.0, self.pieces)
-                    self._read = decoded(self.path, columns, rows, first, total, first, meta)
+                    self._read = decoded(self.path, columns, rows, first, total, first, meta,
+                                         threads=decode_threads(rows, meta.per_row))
                     self.key = (tuple(columns), rows, first, total, first)
             finally:
                 self._planned.set()
