@@ -20,6 +20,7 @@ from pathlib import Path
 def main(root: Path, mode: str, crash_at: int, checkpoint: str | None, logging_steps: int = 1) -> None:
     import torch
     import transformers
+    from hftiny import linear_model, row_dataset
 
     rows = json.loads((root / "rows.json").read_text())
     x = torch.tensor([[r["x1"], r["x2"]] for r in rows], dtype=torch.float32)
@@ -27,22 +28,6 @@ def main(root: Path, mode: str, crash_at: int, checkpoint: str | None, logging_s
     seen: list[list[int]] = []
     out = root / f"seen-{'resumed' if checkpoint else 'first'}.json"
 
-    class Rows(torch.utils.data.Dataset):
-        def __len__(self):
-            return len(rows)
-
-        def __getitem__(self, i):
-            return {"x": x[i], "labels": y[i], "idx": torch.tensor(i)}
-
-    class Model(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.lin = torch.nn.Linear(2, 2)
-
-        def forward(self, x, labels, idx):
-            seen.append(idx.tolist())
-            o = self.lin(x)
-            return {"loss": torch.nn.functional.cross_entropy(o, labels), "logits": o}
 
     class Crash(transformers.TrainerCallback):
         def on_step_end(self, args, state, control, **kw):
@@ -55,7 +40,8 @@ def main(root: Path, mode: str, crash_at: int, checkpoint: str | None, logging_s
         str(root / "out"), use_cpu=True, per_device_train_batch_size=8, num_train_epochs=2, logging_steps=logging_steps,
         save_strategy="steps", save_steps=10, seed=42, report_to=[], disable_tqdm=mode != "tqdm",
         remove_unused_columns=False, learning_rate=0.05)
-    trainer = transformers.Trainer(model=Model(), args=args, train_dataset=Rows(), callbacks=[Crash()])
+    trainer = transformers.Trainer(model=linear_model(torch, seen.append), args=args,
+                                   train_dataset=row_dataset(torch, x, y), callbacks=[Crash()])
     trainer.train(resume_from_checkpoint=checkpoint)
     out.write_text(json.dumps(seen))
 

@@ -23,6 +23,7 @@ from pathlib import Path
 def main(root: Path, spec: dict) -> None:
     import torch
     import transformers
+    from hftiny import linear_model, row_dataset
 
     from datacheck.torch.hf import DatacheckCallback
 
@@ -33,23 +34,9 @@ def main(root: Path, spec: dict) -> None:
     trained: list[list] = []
     held: list = []  # the Trainer, once built: its state.global_step while a micro-batch is trained
 
-    class Rows(torch.utils.data.Dataset):
-        def __len__(self):
-            return len(rows)
-
-        def __getitem__(self, i):
-            return {"x": x[i], "labels": y[i], "idx": torch.tensor(i)}
-
-    class Model(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.lin = torch.nn.Linear(2, int(y.max()) + 1)
-
-        def forward(self, x, labels, idx):
-            seen.append(idx.tolist())
-            trained.append([held[0].state.global_step, idx.tolist()])
-            out = self.lin(x)
-            return {"loss": torch.nn.functional.cross_entropy(out, labels), "logits": out}
+    def record(ids: list[int]) -> None:
+        seen.append(ids)
+        trained.append([held[0].state.global_step, ids])
 
     torch.manual_seed(0)
     args = transformers.TrainingArguments(
@@ -58,7 +45,8 @@ def main(root: Path, spec: dict) -> None:
         report_to=[], save_strategy="no", disable_tqdm=True, remove_unused_columns=False,
         ddp_find_unused_parameters=False, max_steps=spec.get("max_steps", -1),
         accelerator_config={"even_batches": spec.get("even_batches", True)})
-    trainer = transformers.Trainer(model=Model(), args=args, train_dataset=Rows(), callbacks=[DatacheckCallback()])
+    trainer = transformers.Trainer(model=linear_model(torch, record, int(y.max()) + 1), args=args,
+                                   train_dataset=row_dataset(torch, x, y), callbacks=[DatacheckCallback()])
     held.append(trainer)
     assert trainer.args.world_size == 2, trainer.args.world_size
     with warnings.catch_warnings():  # the console: the Trainer's printed dicts, on the main process's stdout

@@ -28,6 +28,7 @@ import math
 import warnings
 
 import pytest
+from hftiny import linear_model, row_dataset
 from realruns import trace_json, write_nan_feature_rows
 
 torch = pytest.importorskip("torch")
@@ -54,29 +55,13 @@ def _run(root, mb: int, max_grad_norm: float, nan_filter: bool):
     y = torch.tensor([r["label"] for r in rows])
     seen: list[list[int]] = []
 
-    class Rows(torch.utils.data.Dataset):
-        def __len__(self):
-            return N
-
-        def __getitem__(self, i):
-            return {"x": x[i], "labels": y[i], "idx": torch.tensor(i)}
-
-    class Model(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.lin = torch.nn.Linear(2, 2)
-
-        def forward(self, x, labels, idx):
-            seen.append(idx.tolist())
-            out = self.lin(x)
-            return {"loss": torch.nn.functional.cross_entropy(out, labels), "logits": out}
-
     torch.manual_seed(0)
     args = transformers.TrainingArguments(
         str(root / "out"), use_cpu=True, per_device_train_batch_size=B, gradient_accumulation_steps=GA,
         max_steps=STEPS, logging_steps=1, seed=SEED, report_to=[], save_strategy="no", disable_tqdm=True,
         max_grad_norm=max_grad_norm, logging_nan_inf_filter=nan_filter, remove_unused_columns=False)
-    trainer = transformers.Trainer(model=Model(), args=args, train_dataset=Rows())
+    trainer = transformers.Trainer(model=linear_model(torch, seen.append), args=args,
+                                   train_dataset=row_dataset(torch, x, y, n=N))
     with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer.train()

@@ -35,6 +35,7 @@ import shutil
 import warnings
 
 import pytest
+from hftiny import linear_model, row_dataset
 from realruns import cli, trace_json, write_nan_feature_rows
 
 torch = pytest.importorskip("torch")
@@ -94,26 +95,7 @@ def run(tmp_path_factory):
     seen: list[list] = []
     held: list = []
 
-    class Rows(torch.utils.data.Dataset):
-        n = LENGTHS[0]
-
-        def __len__(self):
-            return self.n
-
-        def __getitem__(self, i):
-            return {"x": x[i], "labels": y[i], "idx": torch.tensor(i)}
-
-    data = Rows()
-
-    class Model(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.lin = torch.nn.Linear(2, 2)
-
-        def forward(self, x, labels, idx):
-            seen.append([held[0].state.global_step, idx.tolist()])
-            out = self.lin(x)
-            return {"loss": torch.nn.functional.cross_entropy(out, labels), "logits": out}
+    data = row_dataset(torch, x, y, n=LENGTHS[0])
 
     class Resize(transformers.TrainerCallback):
         # by the epochs begun: state.epoch is counted from the first epoch's length (2.4 after the shrunk one)
@@ -128,7 +110,8 @@ def run(tmp_path_factory):
                                           gradient_accumulation_steps=GA, num_train_epochs=len(LENGTHS),
                                           logging_steps=1, seed=SEED, report_to=[], save_strategy="no",
                                           disable_tqdm=True, remove_unused_columns=False)
-    trainer = transformers.Trainer(model=Model(), args=args, train_dataset=data,
+    trainer = transformers.Trainer(model=linear_model(torch, lambda ids: seen.append([held[0].state.global_step, ids])),
+                                   args=args, train_dataset=data,
                                    callbacks=[Resize(), DatacheckCallback()])
     held.append(trainer)
     with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():

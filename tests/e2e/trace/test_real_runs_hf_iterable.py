@@ -15,6 +15,7 @@ import warnings
 
 import pytest
 from conftest import REALDATA
+from hftiny import linear_model
 from realruns import trace_json
 
 torch = pytest.importorskip("torch")
@@ -44,21 +45,12 @@ def test_the_trainer_runs_to_its_end_unrecorded_with_a_warning(tmp_path):
             for i in range(N):
                 yield {"x": x[i], "labels": y[i], "idx": torch.tensor(i)}
 
-    class Model(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.lin = torch.nn.Linear(2, len(names))
-
-        def forward(self, x, labels, idx):
-            seen.append(idx.tolist())
-            out = self.lin(x)
-            return {"loss": torch.nn.functional.cross_entropy(out, labels), "logits": out}
-
     torch.manual_seed(0)
     args = transformers.TrainingArguments(str(tmp_path / "out"), use_cpu=True, per_device_train_batch_size=B,
                                           max_steps=STEPS, logging_steps=1, report_to=[], save_strategy="no",
                                           disable_tqdm=True, remove_unused_columns=False)
-    trainer = transformers.Trainer(model=Model(), args=args, train_dataset=Rows(), callbacks=[DatacheckCallback()])
+    trainer = transformers.Trainer(model=linear_model(torch, seen.append, len(names)), args=args, train_dataset=Rows(),
+                                   callbacks=[DatacheckCallback()])
     with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         trainer.train()

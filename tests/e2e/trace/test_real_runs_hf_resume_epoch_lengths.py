@@ -36,6 +36,7 @@ import math
 import warnings
 
 import pytest
+from hftiny import linear_model, row_dataset
 from realruns import cli
 
 torch = pytest.importorskip("torch")
@@ -95,21 +96,8 @@ def _run(root, lengths, resume_at, via_set_epoch=False):
     y = (x.sum(1) > 0).long()
     seen: list[list] = []
 
-    class Rows(torch.utils.data.Dataset):
-        def __init__(self):
-            self.n = lengths[0]
-
-        def __len__(self):
-            return self.n
-
-        def __getitem__(self, i):
-            return {"x": x[i], "labels": y[i], "idx": torch.tensor(i)}
-
-    class Sized(Rows):
-        def set_epoch(self, epoch):  # accelerate's DataLoaderShard.set_epoch calls it (not on a skipping loader)
-            self.n = lengths[epoch]
-
-    data = Sized() if via_set_epoch else Rows()
+    # with set_epoch: accelerate's DataLoaderShard.set_epoch calls it (not on a skipping loader)
+    data = row_dataset(torch, x, y, n=lengths[0], sizes=lengths if via_set_epoch else None)
 
     class Resize(transformers.TrainerCallback):
         """Each epoch's size, by the epoch the Trainer trains: it resumes epoch global_step // 3 (its
@@ -127,23 +115,14 @@ def _run(root, lengths, resume_at, via_set_epoch=False):
     def trainer():
         held = []
 
-        class Model(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.lin = torch.nn.Linear(2, 2)
-
-            def forward(self, x, labels, idx):
-                seen.append([held[0].state.global_step, idx.tolist()])
-                out = self.lin(x)
-                return {"loss": torch.nn.functional.cross_entropy(out, labels), "logits": out}
-
         torch.manual_seed(0)
         args = transformers.TrainingArguments(str(root / "out"), use_cpu=True, per_device_train_batch_size=B,
                                               gradient_accumulation_steps=GA, num_train_epochs=len(lengths),
                                               logging_steps=1, seed=SEED, report_to=[], save_strategy="epoch",
                                               disable_tqdm=True, remove_unused_columns=False)
         data.n = lengths[0]  # a new process's dataset: its first size when train() begins
-        t = transformers.Trainer(model=Model(), args=args, train_dataset=data, callbacks=([] if via_set_epoch else [Resize()]) + [DatacheckCallback()])
+        t = transformers.Trainer(model=linear_model(torch, lambda ids: seen.append([held[0].state.global_step, ids])),
+                                 args=args, train_dataset=data, callbacks=([] if via_set_epoch else [Resize()]) + [DatacheckCallback()])
         held.append(t)
         return t
 

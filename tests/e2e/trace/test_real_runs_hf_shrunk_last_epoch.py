@@ -26,6 +26,7 @@ import math
 import warnings
 
 import pytest
+from hftiny import linear_model, row_dataset
 from realruns import cli
 
 torch = pytest.importorskip("torch")
@@ -75,34 +76,14 @@ def run(tmp_path_factory):
     seen: list[list] = []
     held: list = []
 
-    class Rows(torch.utils.data.Dataset):
-        n = LENGTHS[0]
-
-        def set_epoch(self, epoch):  # accelerate's DataLoaderShard.set_epoch calls it before each epoch
-            self.n = LENGTHS[epoch]
-
-        def __len__(self):
-            return self.n
-
-        def __getitem__(self, i):
-            return {"x": x[i], "labels": y[i], "idx": torch.tensor(i)}
-
-    class Model(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.lin = torch.nn.Linear(2, 2)
-
-        def forward(self, x, labels, idx):
-            seen.append([held[0].state.global_step, idx.tolist()])
-            out = self.lin(x)
-            return {"loss": torch.nn.functional.cross_entropy(out, labels), "logits": out}
-
     torch.manual_seed(0)
     args = transformers.TrainingArguments(str(root / "out"), use_cpu=True, per_device_train_batch_size=B,
                                           gradient_accumulation_steps=GA, num_train_epochs=len(LENGTHS),
                                           logging_steps=1, seed=SEED, report_to=[], save_strategy="no",
                                           disable_tqdm=True, remove_unused_columns=False)
-    trainer = transformers.Trainer(model=Model(), args=args, train_dataset=Rows(), callbacks=[DatacheckCallback()])
+    trainer = transformers.Trainer(model=linear_model(torch, lambda ids: seen.append([held[0].state.global_step, ids])),
+                                   args=args, train_dataset=row_dataset(torch, x, y, sizes=LENGTHS),
+                                   callbacks=[DatacheckCallback()])
     held.append(trainer)
     with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
         warnings.simplefilter("ignore")

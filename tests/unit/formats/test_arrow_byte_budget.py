@@ -5,15 +5,12 @@ open, not by its first rows: a file of small rows, then a record batch of huge o
 batch holding every huge row. Expected values are computed here from the rows written."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
 import pytest
-from conftest import ROOT
+from peakhelp import audit_peak
 
 import datacheck
 from datacheck.formats import stream_source
@@ -113,25 +110,6 @@ def test_the_audit_cut_by_bytes_names_the_rows_of_one_read(tmp_path, monkeypatch
     assert list(found["empty.text"].rows[:1]) == [SMALL + 10]
 
 
-_RSS = r"""
-import sys
-import datacheck
-rep = datacheck.audit([sys.argv[1]], workers=1, cache_dir=None)
-print(rep.shards[0].rows, sorted({f.check for s in rep.shards for f in s.findings}))
-print(next(int(ln.split()[1]) for ln in open("/proc/self/status") if ln.startswith("VmHWM:")) // 1024)
-"""  # VmHWM: the peak of this process' own memory (ru_maxrss is inherited from the forking parent)
-
-
-def _peak(path: Path) -> tuple[str, int]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "POLARS_MAX_THREADS": "2"}
-    env.pop("DATACHECK_BATCH_ROWS", None)
-    p = subprocess.run([sys.executable, "-c", _RSS, str(path)], capture_output=True, text=True, env=env,
-                       timeout=600, cwd=path.parent)
-    assert p.returncode == 0, p.stderr[-3000:]
-    out = p.stdout.strip().splitlines()
-    return out[-2], int(out[-1])
-
-
 @pytest.mark.slow
 def test_peak_memory_of_small_rows_then_100_rows_of_4_mb_is_that_of_one_batch(tmp_path):
     """1,100 rows of about 50 bytes, then 100 rows of 4 MB (400 MB), in record batches of 25 rows (100 MB),
@@ -146,10 +124,10 @@ def test_peak_memory_of_small_rows_then_100_rows_of_4_mb_is_that_of_one_batch(tm
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     one = _write(tmp_path / "a" / "one.arrow", texts(0, 32), 25)
-    said_one, peak_one = _peak(one)
+    said_one, peak_one = audit_peak(one)
     one.unlink()
     mixed = _write(tmp_path / "b" / "mixed.arrow", texts(SMALL, 100), 25)
-    said, peak = _peak(mixed)
+    said, peak = audit_peak(mixed)
     mixed.unlink()
     assert said_one.startswith("32 ") and said.startswith(f"{SMALL + 100} "), (said_one, said)
     assert peak < peak_one + 300, (peak, peak_one)

@@ -6,14 +6,11 @@ for JSONL, 2.1 GB for CSV). Expected values are computed here from the rows writ
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import ROOT
+from peakhelp import audit_peak
 
 import datacheck
 from datacheck.formats import csv as csv_format
@@ -137,31 +134,15 @@ def test_the_audit_cut_by_bytes_names_the_rows_of_one_read(tmp_path, monkeypatch
         assert list(found["empty.text"].rows[:1]) == [SMALL + 10]
 
 
-_RSS = r"""
-import sys
-import datacheck
-rep = datacheck.audit([sys.argv[1]], workers=1, cache_dir=None)
-print(rep.shards[0].rows, sorted({f.check for s in rep.shards for f in s.findings}))
-print(next(int(ln.split()[1]) for ln in open("/proc/self/status") if ln.startswith("VmHWM:")) // 1024)
-"""  # VmHWM: the peak of this process' own memory (ru_maxrss is inherited from the forking parent)
-
-
-def _peak(path: Path) -> tuple[str, int]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "POLARS_MAX_THREADS": "2"}
-    env.pop("DATACHECK_BATCH_ROWS", None)
-    p = subprocess.run([sys.executable, "-c", _RSS, str(path)], capture_output=True, text=True, env=env,
-                       timeout=600, cwd=path.parent)
-    assert p.returncode == 0, p.stderr[-3000:]
-    out = p.stdout.strip().splitlines()
-    return out[-2], int(out[-1])
-
-
 @pytest.mark.slow
 def test_peak_memory_of_small_rows_then_100_rows_of_4_mb_is_that_of_one_batch(tmp_path):
     """1,100 rows of about 50 bytes, then 100 rows of 4 MB (400 MB of JSONL), audited in a child process:
     the peak is about that of 32 such rows alone (128 MB, the most the engine reads as one batch), not of
     the 400 MB read as one batch. Before: 1,690 MiB against 1,035 (sized by the first 1,024 rows, the whole
-    file was one read); now about 1,050."""
+    file was one read); now about 1,050 (886-913 against 746-796 for the 32 rows alone, five runs under
+    load on the 2-core development machine: +110 to +165). The bound, +350 MiB, fails the read before
+    (+655); +250 failed once beside other memory tests under ``-n 2`` (polars' allocator keeps pages per
+    thread)."""
     def write(path: Path, small: int, big: int) -> Path:
         with path.open("w") as f:
             for i in range(small):
@@ -173,10 +154,10 @@ def test_peak_memory_of_small_rows_then_100_rows_of_4_mb_is_that_of_one_batch(tm
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     one = write(tmp_path / "a" / "one.jsonl", 0, 32)
-    said_one, peak_one = _peak(one)
+    said_one, peak_one = audit_peak(one)
     one.unlink()
     mixed = write(tmp_path / "b" / "mixed.jsonl", SMALL, 100)
-    said, peak = _peak(mixed)
+    said, peak = audit_peak(mixed)
     mixed.unlink()
     assert said_one.startswith("32 ") and said.startswith(f"{SMALL + 100} "), (said_one, said)
-    assert peak < peak_one + 250, (peak, peak_one)
+    assert peak < peak_one + 350, (peak, peak_one)
