@@ -93,10 +93,18 @@ def glob_literal(name: str) -> str:
 
 def glob_matches(path: str, pattern: str | Sequence[str]) -> bool:
     """Whether a ``[splits]`` glob, or any glob of a list of them, matches a shard's relative path:
-    ``fnmatch`` over the POSIX path (``*`` also crosses ``/``), each glob also tried without a
-    leading ``./`` (the rule of :func:`datacheck.checks.dup.cross.assign_splits`)."""
+    ``fnmatch`` over the POSIX path (``*`` also crosses ``/``), each glob also tried without its
+    leading ``./`` (:func:`_without_dot_slash`; the rule of :func:`datacheck.checks.dup.cross.assign_splits`)."""
     pats = [pattern] if isinstance(pattern, str) else pattern
-    return any(fnmatch.fnmatchcase(path, p) or fnmatch.fnmatchcase(path, p.lstrip("./")) for p in pats)
+    return any(fnmatch.fnmatchcase(path, p) or fnmatch.fnmatchcase(path, _without_dot_slash(p)) for p in pats)
+
+
+def _without_dot_slash(pattern: str) -> str:
+    """``pattern`` without its leading ``./`` (repeated: ``././a``), nothing else: a glob of a hidden
+    folder (``.cache/*``) or of a parent (``../x``) keeps its dots (``str.lstrip("./")`` took them)."""
+    while pattern.startswith("./"):
+        pattern = pattern[2:]
+    return pattern
 
 
 @dataclass(frozen=True)

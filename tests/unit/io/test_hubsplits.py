@@ -226,3 +226,13 @@ def test_each_split_holds_the_files_datasets_resolves_for_it(tmp_path, paths):
     want = {str(k): sorted(Path(f).relative_to(tmp_path).as_posix() for f in v) for k, v in resolved.items()}
     got = hub_splits(paths).splits
     assert {k: sorted(p for p in paths if glob_matches(p, g)) for k, g in got.items()} == want
+
+
+def test_a_glob_loses_only_its_leading_dot_slash():
+    # "./" is dropped (as a user writes it), repeated too; a hidden folder's or a parent's dots are kept
+    assert glob_matches("data/train-0.parquet", "./data/train-*")
+    assert glob_matches("data/train-0.parquet", "././data/train-*")
+    assert glob_matches(".cache/a.parquet", ".cache/*")
+    assert not glob_matches("cache/a.parquet", ".cache/*")
+    assert not glob_matches("x/a.parquet", "../x/*")
+    assert assign_splits(["cache/a.parquet", ".cache/b.parquet"], {"train": ".cache/*"}) == {".cache/b.parquet": "train"}
