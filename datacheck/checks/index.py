@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from datacheck.checks.registry import AfterQuery, ShardContext, ShardItem, check, finding
-from datacheck.io.cardpath import card_path
+from datacheck.io.cardsplits import CARD, loader_splits
 from datacheck.io.dataindex import (
     DataIndex,
     IndexEntry,
@@ -30,8 +30,7 @@ from datacheck.io.dataindex import (
     shipped_lists,
 )
 from datacheck.io.discover import declared_splits
-from datacheck.io.hfmeta import DATASET_DICT_NAME, STATE_NAME, card_declares_configs
-from datacheck.io.hubsplits import hub_splits
+from datacheck.io.hfmeta import DATASET_DICT_NAME, STATE_NAME
 from datacheck.model import layouts as lay
 from datacheck.model.findings import Finding, Skipped
 
@@ -391,34 +390,35 @@ def dataset_dict_items(dctx: Any) -> Iterable[Finding]:
 
 
 def hub_unloaded(dctx: Any) -> Iterable[Finding]:
-    """``index.extra_shard`` (warn) for the shards the Hugging Face Hub's file-name rule puts in no
-    split while it names the splits the audit uses (:func:`datacheck.io.hubsplits.hub_splits`:
-    ``data/extra-00000.parquet`` beside ``data/train-*`` and ``data/test-*``): ``load_dataset`` of the
-    folder (no ``configs`` in its card) reads only the files the deciding pattern matches and silently
+    """``index.extra_shard`` (warn) for the shards ``datasets.load_dataset`` of the folder puts in no
+    split while its splits are the ones the audit uses (:func:`datacheck.io.cardsplits.loader_splits`):
+    the dataset card's ``configs`` name no pattern that matches them (:func:`datacheck.io.cardsplits.card_splits`),
+    or, without ``configs`` in a card, the Hub's file-name rule matches them to no split
+    (:func:`datacheck.io.hubsplits.hub_splits`: ``data/extra-00000.parquet`` beside ``data/train-*``
+    and ``data/test-*``); ``load_dataset`` reads only the files its patterns match and silently
     leaves these out. count = such shards; ``shards`` and ``details.extra`` name them (sorted),
     ``details.splits`` the splits they are in none of. Nothing when the audit's ``[splits]`` are not
-    the ones the file names give (a config's own, a ``DatasetDict``'s, none), or when the folder's
-    dataset card (:func:`datacheck.io.cardpath.card_path`) declares ``configs``: ``load_dataset`` then
-    reads the files their ``data_files`` name, which may hold these shards."""
+    the ones ``load_dataset`` gives (a config's own, a ``DatasetDict``'s, none; a card whose configs
+    give none, :attr:`~datacheck.io.hubsplits.HubSplits.note`)."""
     splits = dict(dctx.cfg.splits or {})
     if not splits or any(p.rpartition("/")[2] == DATASET_DICT_NAME for p in getattr(dctx, "shard_lists", ())):
         return
-    hub = hub_splits([s.path for s in dctx.shards])
+    hub = loader_splits(getattr(dctx, "root", None), [s.path for s in dctx.shards])
     if not hub.unloaded or hub.splits != splits:
-        return
-    root = getattr(dctx, "root", None)
-    card = card_path(root) if root is not None else None
-    if card is not None and card_declares_configs(Path(card)):
         return
     extra = list(hub.unloaded)
     names = ", ".join(f"{k} = {v!r}" for k, v in hub.splits.items())
+    card = hub.source == CARD
+    given = "the dataset card's configs" if card else "the Hub's file names"
     yield finding(
         "index.extra_shard", count=len(extra), shards=tuple(extra),
         message=(f"{len(extra)} shard(s) in no split: {', '.join(extra[:10])}{' ...' if len(extra) > 10 else ''}; "
-                 "datasets.load_dataset of this folder would not read them (its split patterns, from the Hub's file "
-                 f"names, give only {names}). Rename them so their names name a split as the other shards' names do, "
-                 "or declare the splits' data_files in the dataset card's configs and the same globs under [splits]; "
-                 "their rows are still compared with every split for dup.exact_across_shards"),
+                 f"datasets.load_dataset of this folder would not read them (its split patterns, from {given}, give "
+                 f"only {names}). "
+                 + ("Add them to a split's data_files in the card's configs, or remove them" if card else
+                    "Rename them so their names name a split as the other shards' names do, or declare the splits' "
+                    "data_files in the dataset card's configs and the same globs under [splits]")
+                 + "; their rows are still compared with every split for dup.exact_across_shards"),
         details={"splits": hub.splits, "extra": extra[:1000]},
     )
 

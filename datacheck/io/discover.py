@@ -27,8 +27,9 @@ from typing import Any, Protocol
 from urllib.parse import unquote
 
 from datacheck.io.bounded import dangling_link, special_kind
+from datacheck.io.cardsplits import loader_splits
 from datacheck.io.hfmeta import DATASET_DICT_NAME, hf_data_files, read_dataset_dict
-from datacheck.io.hubsplits import HubSplits, SplitGlobs, glob_literal, hub_splits
+from datacheck.io.hubsplits import HubSplits, SplitGlobs, glob_literal
 from datacheck.io.stores import filesystem, is_url, join_url, scheme_of, unreachable_message
 from datacheck.model.errors import UsageError
 
@@ -169,26 +170,29 @@ class Discovery:
     def declared_splits(self, infer: bool = True) -> dict[str, SplitGlobs]:
         """The ``[splits]`` entries the data gives when the config names none: those the
         ``DatasetDict`` folder among the PATHs declares (see :func:`declared_splits`); without a
-        ``dataset_dict.json`` and with ``infer``, those the shards' names give by the Hugging Face
-        Hub's split naming (:meth:`hub_splits`). Empty when there are none."""
+        ``dataset_dict.json`` and with ``infer``, those ``load_dataset`` of the folder gives
+        (:meth:`hub_splits`: the dataset card's ``configs``, else the Hugging Face Hub's split naming
+        of the shards' names). Empty when there are none."""
         return self.splits_given(infer)[0]
 
     def splits_given(self, infer: bool = True) -> tuple[dict[str, SplitGlobs], str | None]:
-        """(:meth:`declared_splits`, where they come from: ``"dataset_dict"`` or ``"hub_names"``; None
-        when there are none)."""
+        """(:meth:`declared_splits`, where they come from: ``"dataset_dict"``, ``"card_configs"`` (the
+        dataset card's ``configs``) or ``"hub_names"``; None when there are none)."""
         declared = declared_splits(self.root, self.ignored)[0]
         if declared:
             return declared, "dataset_dict"
-        hub = self.hub_splits().splits if infer else {}
-        return hub, "hub_names" if hub else None
+        hub = self.hub_splits() if infer else HubSplits()
+        return hub.splits, hub.source if hub.splits else None
 
     def hub_splits(self) -> HubSplits:
-        """The splits the shards' relative paths give by the Hub's file-naming convention
-        (:func:`datacheck.io.hubsplits.hub_splits`), or none (no note either) when a ``DatasetDict``'s
-        ``dataset_dict.json`` is among the PATHs: that file declares the splits, or says why not."""
+        """The splits ``datasets.load_dataset`` of the folder gives the shards
+        (:func:`datacheck.io.cardsplits.loader_splits`: those of the dataset card's ``configs`` when
+        the card declares them, else those of the Hub's file-naming convention), or none (no note
+        either) when a ``DatasetDict``'s ``dataset_dict.json`` is among the PATHs: that file declares
+        the splits, or says why not."""
         if any(p.rpartition("/")[2] == DATASET_DICT_NAME for p in self.ignored):
             return HubSplits()
-        return hub_splits([s.rel for s in self.shards])
+        return loader_splits(self.root if self.url_root is None else None, [s.rel for s in self.shards])
 
 
 def _abs(p: Path) -> Path:

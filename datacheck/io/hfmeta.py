@@ -21,7 +21,8 @@ from datacheck.model.errors import UsageError
 __all__ = ["STATE_NAME", "DATASET_DICT_NAME", "INFO_NAME", "HfState", "HfDatasetDict", "parse_state", "read_state", "features_of_info_json",
            "hf_data_files", "read_dataset_dict", "class_label_names", "tag_label_names", "is_list_feature",
            "features_of_schema_metadata",
-           "read_info_features", "README_NAME", "readme_features", "card_declares_configs"]
+           "read_info_features", "README_NAME", "readme_features", "card_declares_configs", "card_front_text",
+           "parse_front"]
 
 #: File name of a split's state in a ``save_to_disk`` folder.
 STATE_NAME = "state.json"
@@ -290,6 +291,43 @@ def card_declares_configs(path: Path) -> bool:
     return False
 
 
+def card_front_text(path: Path) -> str | None:
+    """The YAML front matter of a dataset card (``path``, a ``README.md``): the text between its
+    opening ``---`` line and the closing one. None when the file is absent, not a regular file,
+    unreadable, over :data:`MAX_README_BYTES` or has no front matter (never an exception: the card
+    is inside the data)."""
+    p = Path(path)
+    try:
+        if not p.is_file():
+            return None
+        with open(p, "rb") as f:
+            raw = f.read(MAX_README_BYTES + 1)
+    except OSError:
+        return None
+    if len(raw) > MAX_README_BYTES:
+        return None
+    lines = raw.decode("utf-8", errors="replace").splitlines()
+    if not lines or lines[0].strip() != "---":
+        return None
+    end = next((i for i in range(1, len(lines)) if lines[i].strip() == "---"), None)
+    return None if end is None else "\n".join(lines[1:end])
+
+
+def parse_front(front: str) -> dict[str, Any] | None:
+    """A card's front matter (:func:`card_front_text`) parsed as YAML (PyYAML's safe loader): its
+    mapping (an empty one when the YAML is no mapping: it declares nothing), or None when it does
+    not parse or uses YAML aliases (never written by the Hub; refused rather than expanded)."""
+    import yaml  # lazily: only a folder holding a dataset card pays for it
+
+    try:
+        if any(isinstance(e, yaml.AliasEvent) for e in yaml.parse(front, Loader=yaml.SafeLoader)):
+            return None
+        meta = yaml.safe_load(front)
+    except (yaml.YAMLError, ValueError, OverflowError, RecursionError):
+        return None
+    return meta if isinstance(meta, dict) else {}
+
+
 def readme_features(path: Path) -> list[tuple[str | None, dict[str, Any]]] | None:
     """The features a dataset card's YAML front matter declares, per config: ``[(config_name or None,
     {column: feature})]``, each feature in the JSON form :func:`class_label_names` reads (a
@@ -305,35 +343,15 @@ def readme_features(path: Path) -> list[tuple[str | None, dict[str, Any]]] | Non
     :data:`MAX_README_BYTES`, has no front matter, uses YAML aliases (never written by the Hub; refused
     rather than expanded) or does not parse: the card is inside the data, never an exception.
     """
-    import yaml  # lazily: only a folder holding a dataset card pays for it
-
-    p = Path(path)
-    try:
-        if not p.is_file():
-            return None
-        with open(p, "rb") as f:
-            raw = f.read(MAX_README_BYTES + 1)
-    except OSError:
+    front = card_front_text(path)
+    if front is None:
         return None
-    if len(raw) > MAX_README_BYTES:
-        return None
-    text = raw.decode("utf-8", errors="replace")
-    lines = text.splitlines()
-    if not lines or lines[0].strip() != "---":
-        return None
-    end = next((i for i in range(1, len(lines)) if lines[i].strip() == "---"), None)
-    if end is None:
-        return None
-    front = "\n".join(lines[1:end])
     if "class_label" not in front:  # the only dtype read here: a card without one is not parsed
         return []
-    try:
-        if any(isinstance(e, yaml.AliasEvent) for e in yaml.parse(front, Loader=yaml.SafeLoader)):
-            return None
-        meta = yaml.safe_load(front)
-    except (yaml.YAMLError, ValueError, OverflowError, RecursionError):
+    meta = parse_front(front)
+    if meta is None:
         return None
-    info = meta.get("dataset_info") if isinstance(meta, dict) else None
+    info = meta.get("dataset_info")
     configs = info if isinstance(info, list) else [info] if isinstance(info, dict) else []
     out: list[tuple[str | None, dict[str, Any]]] = []
     for conf in configs:

@@ -40,7 +40,7 @@ them, reports them as ``index.extra_shard`` and compares their rows with every s
 named splits into a warning. Otherwise (one split, no ``train``, a push_to_hub split name that is no
 word, a list over :data:`MAX_GLOBS` globs) no split is inferred and :attr:`HubSplits.note` says why
 (the audit reads the files as one dataset; ``dup.split_overlap``'s skipped entry carries the note).
-Known gap: a card's ``configs`` (which ``datasets`` uses in place of this rule) are not read.
+A dataset card that declares ``configs`` replaces this rule, as in ``datasets``: :mod:`datacheck.io.cardsplits`.
 """
 from __future__ import annotations
 
@@ -132,6 +132,9 @@ class HubSplits:
     note: str | None = None
     unloaded: tuple[str, ...] = ()
     shared: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: what gave them: ``"hub_names"`` (the file names, here) or ``"card_configs"`` (a dataset
+    #: card's ``configs``, :func:`datacheck.io.cardsplits.card_splits`)
+    source: str = "hub_names"
 
 
 def _names(paths: Sequence[str]) -> str:

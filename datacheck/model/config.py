@@ -142,8 +142,9 @@ class DatasetSection(_Section):
         "order (in the shard, in an earlier shard of the split, in the training split); against --against only "
         "rows of 200 characters or more are compared"))
     infer_splits: bool = Field(default=True, description=(
-        "with no [splits] and no --against: splits named by the Hugging Face Hub's file names (train-*, "
-        "data/test-*, validation/ ...), as datasets names them; false: the files are one dataset"))
+        "with no [splits] and no --against: the splits datasets.load_dataset gives the folder: its dataset card's "
+        "configs (data_files), else the Hugging Face Hub's file names (train-*, data/test-*, validation/ ...); "
+        "false: the files are one dataset"))
 
     @field_validator("index", "schema_")
     @classmethod
@@ -1137,12 +1138,13 @@ def config_from_bytes(raw: bytes, path: str | Path, *, allow_python_schema: bool
 
 
 #: :meth:`Config.with_data_splits`'s sources, as the config line names them
-SPLIT_SOURCES = {"dataset_dict": "a DatasetDict's declared splits", "hub_names": "the splits the Hub's file names give"}
+SPLIT_SOURCES = {"dataset_dict": "a DatasetDict's declared splits", "card_configs": "the splits the dataset card's configs declare",
+                 "hub_names": "the splits the Hub's file names give"}
 
 #: the config line of a report made without a config file under settings other than the defaults,
 #: when what changed them is not known (a report read back from JSON, a merged report)
 CONFIG_CHANGED_LINE = ("config: none (the defaults changed by --schema, a DatasetDict's declared splits, "
-                       "the splits the Hub's file names give, the classes the data's ClassLabel declares "
+                       "the splits the dataset card's configs declare or the Hub's file names give, the classes the data's ClassLabel declares "
                        "or a config given in memory)")
 
 

@@ -69,10 +69,11 @@ from datacheck.checks.dup.stretch import stretch_copies
 from datacheck.checks.registry import Payload, ShardContext, ShardItem, check, derives, finding, first_part, measure
 from datacheck.checks.spec import RUNNING_TEXT_MIN_CHARS
 from datacheck.derive.read import ALPACA, CHAT
+from datacheck.io.cardsplits import CARD, loader_splits
 from datacheck.io.discover import declared_splits
 from datacheck.io.hashspill import SpilledRows, partitions, rows_frame
 from datacheck.io.hfmeta import DATASET_DICT_NAME
-from datacheck.io.hubsplits import HubSplits, glob_matches, hub_splits
+from datacheck.io.hubsplits import HubSplits, glob_matches
 from datacheck.io.rowhash import ROW_ENCODING, row_hash_expr
 from datacheck.model import layouts as lay
 from datacheck.model.findings import Example, Finding, Skipped
@@ -889,6 +890,10 @@ def _comparisons(dctx: Any) -> Iterable[_Comparison | Skipped]:
             for name in dctx.cfg.splits:
                 if name != train and name in by_split:
                     comparisons.append((name, train, shards, cand, by_split[name], by_split[train]))
+            if not any(name != train for name in by_split) and all(name in matched for name in dctx.cfg.splits):
+                yield Skipped("dup.split_overlap", (
+                    f"the only split holding shards is the training split {train!r}"
+                    f"{_source_words(dctx)}: no evaluation split to compare it with"))
     if not comparisons:
         if against is None and not dctx.cfg.splits:
             root = getattr(dctx, "root", None)
@@ -924,13 +929,23 @@ def _names(paths: list[str], shown: int = 5) -> str:
 
 
 def _hub_inferred(dctx: Any) -> HubSplits | None:
-    """The splits the Hub's file names give the audited shards (:func:`datacheck.io.hubsplits.hub_splits`)
-    when they are the audit's ``[splits]`` (inferred, or the same entries written by hand) and no
-    ``dataset_dict.json`` declares the splits; else None."""
+    """The splits ``datasets.load_dataset`` gives the audited shards (the dataset card's ``configs``,
+    else the Hub's file names: :func:`datacheck.io.cardsplits.loader_splits`) when they are the
+    audit's ``[splits]`` (inferred, or the same entries written by hand) and no ``dataset_dict.json``
+    declares the splits; else None."""
     if not dctx.cfg.splits or any(p.rpartition("/")[2] == DATASET_DICT_NAME for p in getattr(dctx, "shard_lists", ())):
         return None
-    hub = hub_splits([s.path for s in dctx.shards])
+    hub = loader_splits(getattr(dctx, "root", None), [s.path for s in dctx.shards])
     return hub if hub.splits and hub.splits == dict(dctx.cfg.splits) else None
+
+
+def _source_words(dctx: Any) -> str:
+    """`` (the dataset card's configs name no other)`` or `` ([splits] name no other)``: where the
+    audit's ``[splits]`` came from, for a skipped entry."""
+    hub = _hub_inferred(dctx)
+    if hub is not None and hub.source == CARD:
+        return " (the dataset card's configs name no other split that holds an audited shard)"
+    return " ([splits] name no other split that holds a shard)"
 
 
 def _hub_shared(dctx: Any) -> dict[str, tuple[str, ...]]:
@@ -965,18 +980,18 @@ def _leak_hits(dctx: Any, train: str, sh: list[Any], c: pl.DataFrame, test_idx: 
 
 
 def _hub_note(dctx: Any) -> str | None:
-    """Why the shards' names gave no splits although one names a split (the Hub's split naming,
-    :func:`datacheck.io.hubsplits.hub_splits`), or that ``[dataset] infer_splits = false`` left the
-    splits they name unused; None when no shard's name names a split or a ``dataset_dict.json``
-    declares the splits."""
+    """Why ``datasets.load_dataset`` of the folder gave no splits although the dataset card's
+    ``configs`` or a shard's name names one (:func:`datacheck.io.cardsplits.loader_splits`), or that
+    ``[dataset] infer_splits = false`` left the splits they name unused; None when neither names a
+    split or a ``dataset_dict.json`` declares the splits."""
     if any(p.rpartition("/")[2] == DATASET_DICT_NAME for p in dctx.shard_lists):
         return None
-    hub = hub_splits([s.path for s in dctx.shards])
+    hub = loader_splits(getattr(dctx, "root", None), [s.path for s in dctx.shards])
+    given = "the dataset card's configs" if hub.source == CARD else "the file names"
     if hub.splits:
         if dctx.cfg.dataset.infer_splits:  # a caller that did not fill [splits] (setup.with_declared_splits does)
             return None
-        return (f"[dataset] infer_splits = false: the splits the file names give ({', '.join(hub.splits)}) "
-                "were not used")
+        return f"[dataset] infer_splits = false: the splits {given} give ({', '.join(hub.splits)}) were not used"
     return hub.note
 
 

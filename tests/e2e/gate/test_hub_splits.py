@@ -303,9 +303,10 @@ configs:
 
 
 @pytest.mark.parametrize("card", [CARD_WITH_CONFIGS, "---\nlicense: mit\n---\n# a dataset\n", None])
-def test_a_card_with_configs_makes_no_claim_about_what_load_dataset_reads(leak, tmp_path, card):
-    """With configs in the card, load_dataset reads their data_files, which datacheck does not
-    resolve: no index.extra_shard (it could be a false alarm); the leak is still an error."""
+def test_a_shard_no_pattern_of_load_dataset_matches_is_named(leak, tmp_path, card):
+    """With configs in the card, load_dataset reads their data_files (datacheck/io/cardsplits.py):
+    data/extra-00000.parquet is in neither data/train-* nor data/test-*, so it is index.extra_shard
+    by the card's patterns, as by the file names' without configs; the leak is an error either way."""
     _write(leak / "data" / "extra-00000.parquet", _frame(100, 120))
     if card is not None:
         (leak / "README.md").write_text(card, encoding="utf-8")
@@ -313,8 +314,53 @@ def test_a_card_with_configs_makes_no_claim_about_what_load_dataset_reads(leak, 
     doc = json.loads(r.stdout)
     assert r.returncode == 1
     assert [f["count"] for f in doc["findings"] if f["check"] == "dup.split_overlap"] == [10]
-    want = [] if card == CARD_WITH_CONFIGS else [["data/extra-00000.parquet"]]
-    assert [f["shards"] for f in doc["findings"] if f["check"] == "index.extra_shard"] == want
+    (x,) = [f for f in doc["findings"] if f["check"] == "index.extra_shard"]
+    assert x["shards"] == ["data/extra-00000.parquet"]
+    given = "the dataset card's configs" if card == CARD_WITH_CONFIGS else "the Hub's file names"
+    assert f"its split patterns, from {given}, give only train = 'data/train-*', test = 'data/test-*'" in x["message"]
+
+
+# a card whose configs name folders whose names name no split (the file names' rule finds none)
+CARD_SFT = """---
+configs:
+- config_name: default
+  data_files:
+  - split: train
+    path: sft/*.parquet
+  - split: test
+    path: holdout/*.parquet
+---
+"""
+
+
+def test_the_card_configs_are_the_splits_load_dataset_reads(tmp_path):
+    """sft/ and holdout/ name no split by the Hub's file names: without the card the folder is one
+    dataset (the held-out rows repeating training rows are dup.exact_across_shards, a warning); with
+    it they are the train and test splits, and the leak is dup.split_overlap (an error), as
+    load_dataset reads them. The expected rows are computed here with polars."""
+    root = tmp_path / "repo"
+    train = _frame(0, 60)
+    held = pl.concat([_frame(100, 110), train.slice(5, 7)])  # 7 held-out rows repeat training rows
+    _write(root / "sft" / "part-0.parquet", train)
+    _write(root / "holdout" / "part-0.parquet", held)
+    before = json.loads(_audit(root, tmp_path).stdout)
+    assert "dup.split_overlap" not in _checks(before)
+    (root / "README.md").write_text(CARD_SFT, encoding="utf-8")
+    r = _audit(root, tmp_path)
+    doc = json.loads(r.stdout)
+    assert r.returncode == 1
+    (leak_f,) = [f for f in doc["findings"] if f["check"] == "dup.split_overlap"]
+    hits = held.with_row_index("row").join(train, on=["text", "label"], how="semi")
+    assert (leak_f["count"], leak_f["severity"], leak_f["rows"]) == (7, "error", hits["row"].to_list())
+    assert leak_f["shards"] == ["holdout/part-0.parquet"]
+    assert "dup.exact_across_shards" not in _checks(doc)
+    # the same report as the same [splits] written by hand
+    hand = json.loads(_audit(root, tmp_path, config='[splits]\ntrain = "sft/*.parquet"\ntest = "holdout/*.parquet"\n').stdout)
+    assert doc["config_hash"] == hand["config_hash"]
+    assert [f["check"] for f in doc["findings"]] == [f["check"] for f in hand["findings"]]
+    # holdout/ audited alone (below the card): the test split only, no training split to compare it with
+    sub = json.loads(_audit(root / "holdout", tmp_path).stdout)
+    assert "dup.split_overlap" not in _checks(sub)  # one split only among the audited shards: nothing to compare
 
 
 def test_a_file_naming_no_split_is_left_out_and_said(tmp_path):
@@ -593,3 +639,20 @@ def test_clean_drops_the_test_rows_and_says_the_shard_in_both_splits_still_leaks
                    cwd=tmp_path)
     (line,) = [ln for ln in text.stdout.splitlines() if ln.strip().startswith("dup.split_overlap [")]
     assert f"({both} left in the copy)" in line and "--drop" not in line
+
+
+def test_a_card_naming_only_the_training_split_says_there_is_nothing_to_compare(tmp_path):
+    """The most common card (configs: train = data/train-*): the training split alone, a clean
+    audit with no finding, and dup.split_overlap's skipped entry says why it compared nothing."""
+    root = tmp_path / "repo"
+    _write(root / "data" / "train-00000-of-00001.parquet", _frame(0, 50))
+    (root / "README.md").write_text(CARD_WITH_CONFIGS.replace("  - split: test\n    path: data/test-*\n", ""),
+                                    encoding="utf-8")
+    r = _audit_bare(root, tmp_path, fmt="text")
+    assert r.returncode == 0, r.stdout
+    assert r.stdout.splitlines()[1] == "config: none (the defaults changed by the splits the dataset card's configs declare)"
+    doc = json.loads(_audit(root, tmp_path).stdout)
+    assert _checks(doc) == []
+    assert _skip(doc, "dup.split_overlap") == [
+        "the only split holding shards is the training split 'train' (the dataset card's configs name no other split "
+        "that holds an audited shard): no evaluation split to compare it with"]

@@ -86,8 +86,9 @@ def test_defaults_are_named(sd):
         "config: none (the defaults changed by a config given in memory)")
     # read back from its JSON, the report no longer knows what changed them: every possibility is named
     assert render_text(Report.from_dict(json.loads(rep.to_json()))).splitlines()[1] == (
-        "config: none (the defaults changed by --schema, a DatasetDict's declared splits, the splits the Hub's file "
-        "names give, the classes the data's ClassLabel declares or a config given in memory)")
+        "config: none (the defaults changed by --schema, a DatasetDict's declared splits, the splits the dataset "
+        "card's configs declare or the Hub's file names give, the classes the data's ClassLabel declares or a config "
+        "given in memory)")
 
 
 def test_schema_flag_without_a_config_does_not_claim_a_config_in_memory(sd):

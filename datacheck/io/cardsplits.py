@@ -1,0 +1,259 @@
+"""Splits a dataset card's ``configs`` declare, as ``[splits]`` entries.
+
+A Hugging Face Hub dataset repository whose card (``README.md``, :mod:`datacheck.io.cardpath`)
+declares ``configs`` in its YAML front matter is loaded by ``datasets.load_dataset`` from each
+config's ``data_files``, not by the file-naming rule (:mod:`datacheck.io.hubsplits`). The rule
+here is ``datasets``' own, encoded from its source (``huggingface/datasets`` 2.19-5.x,
+``src/datasets/utils/metadata.py`` ``MetadataConfigs.get_default_config_name``,
+``src/datasets/data_files.py`` ``sanitize_patterns`` and ``resolve_pattern``, ``src/datasets/load.py``
+``create_builder_configs_from_metadata_configs``, and fsspec >= 2023.12's ``glob_translate``);
+``datasets`` itself is not imported:
+
+- the config read is the one ``load_dataset(path)`` reads without a config name: the only config,
+  else the one named ``default``, else the one marked ``default: true``; none when several are
+  candidates or none is (``load_dataset`` then asks for a name);
+- its ``data_files`` is a pattern (split ``train``), a list of patterns (split ``train``), a list
+  of ``{split, path}`` (``path`` a pattern or a list of them; a split named twice is an error) or
+  a mapping ``{split: pattern or list}``;
+- a pattern is relative to the card's folder (joined with the config's ``data_dir`` when it has
+  one); ``*`` and ``?`` match within one path component, a component ``**`` any number of
+  components (a ``**`` inside a component is an error), ``[...]`` a character class; a file in a
+  folder or with a name that starts with ``.`` or ``__`` is matched only when the pattern names as
+  many such parts (``_is_unrequested_hidden_file_or_is_inside_unrequested_hidden_dir``,
+  ``_is_inside_unrequested_special_dir``).
+
+The audited shards' paths (relative to the audited folder, which may lie below the card's) are
+matched against every split's patterns: a shard is in each split one of whose patterns matches it
+(``datasets`` reads a file two splits name into both). Each split's entry is its pattern moved to
+the audited folder (the card's path to that folder taken off its front) when that glob holds
+exactly the split's shards under ``[splits]``' rule (:func:`datacheck.io.hubsplits.glob_matches`,
+whose ``*`` also crosses ``/``), else the literal paths of its shards. Splits none of whose
+patterns matches an audited shard are left out (an audit of ``data/train/`` below a card that also
+names ``data/test/``). Shards in no split are :attr:`~datacheck.io.hubsplits.HubSplits.unloaded` (``load_dataset`` would not
+read them).
+
+No splits are given (:attr:`~datacheck.io.hubsplits.HubSplits.note` says why) when the card's ``configs`` cannot be read
+as ``datasets`` reads them (not a list, a config without ``config_name``, malformed
+``data_files``), no config is the default, the default config names no ``data_files`` (``datasets``
+then infers its files from their names under its ``data_dir``), a pattern is no relative path (a URL,
+an absolute path) or is invalid, a split's list of literal paths would exceed
+:data:`datacheck.io.hubsplits.MAX_GLOBS`, or no audited shard is in any split (the card is not
+about these shards).
+"""
+from __future__ import annotations
+
+import fnmatch
+import os
+import posixpath
+from pathlib import Path
+from typing import Any, Sequence
+
+from datacheck.io.cardpath import card_path
+from datacheck.io.hfmeta import card_declares_configs, card_front_text, parse_front
+from datacheck.io.hubsplits import MAX_GLOBS, HubSplits, SplitGlobs, glob_literal, glob_matches, hub_splits
+
+__all__ = ["CARD", "card_splits", "card_config", "loader_splits", "pattern_matches"]
+
+#: ``datasets.Split.TRAIN``: the split of a ``data_files`` given as a pattern or a list of them
+TRAIN = "train"
+#: :attr:`HubSplits.source` of the splits a card's configs give
+CARD = "card_configs"
+
+
+def card_config(configs: Any) -> tuple[dict[str, Any] | None, str | None]:
+    """(the config ``load_dataset`` reads without a config name, None) from a card's ``configs``
+    value, or (None, why not)."""
+    if not isinstance(configs, list) or not configs:
+        return None, "its configs are not a list of configs"
+    if not all(isinstance(c, dict) and isinstance(c.get("config_name"), str) for c in configs):
+        return None, "a config has no config_name"
+    names = [c["config_name"] for c in configs]
+    if len(set(names)) != len(names):
+        return None, "two configs have the same config_name"
+    chosen = [c for c in configs if len(configs) == 1 or c["config_name"] == "default" or c.get("default") is True]
+    if len(chosen) != 1:
+        why = "several configs are the default" if chosen else "none of its configs is the default"
+        return None, f"{why} ({', '.join(names[:5])}{' ...' if len(names) > 5 else ''}): load_dataset needs a config name"
+    return chosen[0], None
+
+
+def _sanitize(data_files: Any) -> dict[str, list[str]] | None:
+    """``datasets.data_files.sanitize_patterns`` for a card's values: ``{split: [pattern, ...]}``,
+    or None when ``data_files`` is malformed."""
+    def patterns(v: Any) -> list[str] | None:
+        vs = v if isinstance(v, list) else [v]
+        return vs if vs and all(isinstance(x, str) for x in vs) else None
+
+    if isinstance(data_files, str):
+        return {TRAIN: [data_files]}
+    if isinstance(data_files, dict):
+        out: dict[str, list[str]] = {}
+        for k, v in data_files.items():
+            pats = patterns(v)
+            if pats is None:
+                return None
+            out[str(k)] = pats
+        return out or None
+    if not isinstance(data_files, list) or not data_files:
+        return None
+    if not any(isinstance(e, dict) for e in data_files):
+        return {TRAIN: data_files} if all(isinstance(e, str) for e in data_files) else None
+    res: dict[str, list[str]] = {}
+    for e in data_files:
+        if not (isinstance(e, dict) and len(e) == 2 and "split" in e and isinstance(e.get("path"), (str, list))):
+            return None
+        pats = patterns(e["path"])
+        if pats is None or str(e["split"]) in res:
+            return None
+        res[str(e["split"])] = pats
+    return res
+
+
+def _relative(pattern: str) -> bool:
+    return "://" not in pattern and not posixpath.isabs(pattern) and not os.path.isabs(pattern)
+
+
+def _parts_match(path: list[str], pat: list[str]) -> bool:
+    """fsspec's glob over path components: ``**`` any number of them (at least one when it is the
+    last), another component by ``fnmatch`` within the component."""
+    if not pat:
+        return not path
+    head = pat[0]
+    if head == "**":
+        if len(pat) == 1:
+            return len(path) >= 1
+        return any(_parts_match(path[i:], pat[1:]) for i in range(len(path) + 1))
+    return bool(path) and fnmatch.fnmatchcase(path[0], head) and _parts_match(path[1:], pat[1:])
+
+
+def _special(parts: Sequence[str], hidden: bool) -> int:
+    if hidden:
+        return sum(1 for p in parts if p.startswith(".") and set(p) != {"."})
+    return sum(1 for p in parts if p.startswith("__"))
+
+
+def pattern_matches(path: str, pattern: str) -> bool:
+    """Whether a ``data_files`` pattern (relative to the card's folder, ``./`` parts dropped) matches
+    a file's POSIX path relative to that folder, as ``datasets.data_files.resolve_pattern`` does.
+
+    Raises:
+        ValueError: ``**`` inside a path component (fsspec refuses the pattern).
+    """
+    pat = [c for c in pattern.split("/") if c not in ("", ".")]
+    if any("**" in c and c != "**" for c in pat):
+        raise ValueError(f"{pattern!r}: '**' can only be an entire path component")
+    parts = path.split("/")
+    if not _parts_match(parts, pat):
+        return False
+    if _special(parts, True) != _special(pat, True):
+        return False
+    return _special(parts[:-1], False) == _special(pat[:-1], False)
+
+
+def card_splits(card: str | os.PathLike[str], root: str | os.PathLike[str], paths: Sequence[str]) -> HubSplits | None:
+    """The splits the dataset card ``card`` declares for the shards ``paths`` (POSIX paths relative
+    to the audited folder ``root``), by the module docstring's rule; None when the card declares
+    no ``configs`` (or cannot be read: then ``load_dataset`` would not read its configs either)."""
+    if not card_declares_configs(Path(card)):
+        return None
+    front = card_front_text(Path(card))
+    meta = parse_front(front) if front is not None else None
+    if meta is None or "configs" not in meta:
+        return None
+    chosen, why = card_config(meta["configs"])
+    if chosen is None:
+        return HubSplits(source=CARD, note=f"the dataset card's {why}")
+    name = chosen["config_name"]
+    if "data_files" not in chosen:
+        return HubSplits(source=CARD, note=f"the dataset card's config {name!r} names no data_files")
+    patterns = _sanitize(chosen["data_files"])
+    if patterns is None:
+        return HubSplits(source=CARD, note=f"the dataset card's config {name!r} has data_files datasets does not read")
+    data_dir = chosen.get("data_dir")
+    if data_dir is not None and not (isinstance(data_dir, str) and _relative(data_dir)):
+        return HubSplits(source=CARD, note=f"the dataset card's config {name!r} has a data_dir that is no relative path")
+    base = posixpath.normpath(data_dir) if data_dir else "."
+    here = os.path.relpath(os.path.abspath(os.fspath(root)), os.path.dirname(os.path.abspath(os.fspath(card))))
+    here = here.replace(os.sep, "/")
+    if here == ".." or here.startswith("../"):
+        return HubSplits(source=CARD, note="the audited folder is not under the dataset card's folder")
+    # each shard's path relative to the config's base folder (None: outside it)
+    def under_base(rel: str) -> str | None:
+        full = posixpath.normpath(posixpath.join(here, rel))
+        if base == ".":
+            return full
+        return full[len(base) + 1:] if full.startswith(base + "/") else None
+    where = {p: w for p in paths if (w := under_base(p)) is not None}
+    members: dict[str, list[str]] = {}
+    for split, pats in patterns.items():
+        if not all(_relative(x) for x in pats):
+            return HubSplits(source=CARD, note=f"the dataset card's split {split!r} names a path that is no relative "
+                                               "path (a URL or an absolute path): not resolved")
+        try:
+            members[split] = [p for p, w in where.items() if any(pattern_matches(w, x) for x in pats)]
+        except ValueError as exc:
+            return HubSplits(source=CARD, note=f"the dataset card's split {split!r}: {exc}")
+    members = {k: v for k, v in members.items() if v}
+    if not members:
+        return HubSplits(source=CARD, note=f"no audited shard is in a split of the dataset card's config {name!r}")
+    splits: dict[str, SplitGlobs] = {}
+    for split, got in members.items():
+        entry = _entry(patterns[split], here, base, paths, set(got))
+        if entry is None:
+            return HubSplits(source=CARD, note=f"the dataset card's split {split!r} holds over {MAX_GLOBS} shards "
+                                                "no glob under the audited folder names")
+        splits[split] = entry
+    counts: dict[str, list[str]] = {}
+    for split, got in members.items():
+        for p in got:
+            counts.setdefault(p, []).append(split)
+    unloaded = tuple(sorted(p for p in paths if p not in counts))
+    shared = {p: tuple(s) for p, s in sorted(counts.items()) if len(s) > 1}
+    return HubSplits(source=CARD, splits=splits, unloaded=unloaded, shared=shared)
+
+
+def loader_splits(root: str | os.PathLike[str] | None, paths: Sequence[str]) -> HubSplits:
+    """The splits ``datasets.load_dataset`` of the audited folder ``root`` gives its shards ``paths``
+    (POSIX paths relative to ``root``): those of its dataset card's ``configs``
+    (:func:`card_splits`; the card: :func:`datacheck.io.cardpath.card_path`) when the card declares
+    them, else those of the Hub's file names (:func:`datacheck.io.hubsplits.hub_splits`). ``root``
+    None (shards in an object store, a report read back): the file names'."""
+    card = card_path(root) if root is not None else None
+    got = card_splits(card, root, paths) if card is not None and root is not None else None
+    return got if got is not None else hub_splits(paths)
+
+
+def _entry(pats: list[str], here: str, base: str, paths: Sequence[str], got: set[str]) -> SplitGlobs | None:
+    """A split's ``[splits]`` entry: its patterns moved to the audited folder (:func:`_moved`) when
+    they name exactly its shards there (``[splits]``' ``*`` crosses ``/``), else its shards' literal
+    paths (None: over :data:`MAX_GLOBS`)."""
+    moved: list[str] = []
+    for x in pats:
+        m = _moved(x, here, base)
+        if m is None:
+            moved = []
+            break
+        if m:
+            moved.append(m)
+    if moved and {p for p in paths if glob_matches(p, moved)} == got:
+        return moved[0] if len(moved) == 1 else moved
+    if len(got) > MAX_GLOBS:
+        return None
+    return [glob_literal(p) for p in paths if p in got]
+
+
+def _moved(pattern: str, here: str, base: str) -> str | None:
+    """``pattern`` (relative to the config's ``base`` folder under the card's) relative to the
+    audited folder ``here`` (relative to the card's): the pattern without ``here``'s components;
+    ``""`` when a literal component differs from ``here``'s (it matches no audited shard); None when
+    a wildcard stands where ``here``'s components are (it cannot be moved)."""
+    parts = [c for c in f"{base}/{pattern}".split("/") if c not in ("", ".")]
+    lead = [c for c in here.split("/") if c not in ("", ".")]
+    for i, c in enumerate(lead):
+        if i >= len(parts) - 1:
+            return None if any(ch in parts[-1] for ch in "*?[") else ""
+        if any(ch in parts[i] for ch in "*?["):
+            return None
+        if parts[i] != c:
+            return ""
+    return "/".join(parts[len(lead):])
