@@ -36,8 +36,8 @@ No splits are given (:attr:`~datacheck.io.hubsplits.HubSplits.note` says why) wh
 as ``datasets`` reads them (not a list, a config without ``config_name``, malformed
 ``data_files``), no config is the default, the default config names no ``data_files`` (``datasets``
 then infers its files from their names under its ``data_dir``), a pattern is no relative path (a URL,
-an absolute path) or is invalid, a split's list of literal paths would exceed
-:data:`datacheck.io.hubsplits.MAX_GLOBS`, or no audited shard is in any split (the card is not
+an absolute path) or is invalid, the config names over :data:`datacheck.io.hubsplits.MAX_GLOBS`
+patterns (each is matched against every shard) or a split's list of literal paths would exceed it, or no audited shard is in any split (the card is not
 about these shards).
 """
 from __future__ import annotations
@@ -115,15 +115,26 @@ def _relative(pattern: str) -> bool:
 
 def _parts_match(path: list[str], pat: list[str]) -> bool:
     """fsspec's glob over path components: ``**`` any number of them (at least one when it is the
-    last), another component by ``fnmatch`` within the component."""
-    if not pat:
-        return not path
-    head = pat[0]
-    if head == "**":
-        if len(pat) == 1:
-            return len(path) >= 1
-        return any(_parts_match(path[i:], pat[1:]) for i in range(len(path) + 1))
-    return bool(path) and fnmatch.fnmatchcase(path[0], head) and _parts_match(path[1:], pat[1:])
+    last), another component by ``fnmatch`` within the component. One pass of dynamic programming
+    over (pattern component, path component): ``len(pat) * len(path)`` steps whatever the ``**``s."""
+    n = len(path)
+    ok = [True] + [False] * n  # ok[j]: the pattern's components so far match path[:j]
+    for k, head in enumerate(pat):
+        nxt = [False] * (n + 1)
+        if head == "**":
+            last = k == len(pat) - 1
+            seen = False  # ok[i] for some i <= j (zero or more components), i < j when last (one or more)
+            for j in range(n + 1):
+                if not last:
+                    seen = seen or ok[j]
+                nxt[j] = seen
+                if last:
+                    seen = seen or ok[j]
+        else:
+            for j in range(1, n + 1):
+                nxt[j] = ok[j - 1] and fnmatch.fnmatchcase(path[j - 1], head)
+        ok = nxt
+    return ok[n]
 
 
 def _special(parts: Sequence[str], hidden: bool) -> int:
@@ -169,6 +180,9 @@ def card_splits(card: str | os.PathLike[str], root: str | os.PathLike[str], path
     patterns = _sanitize(chosen["data_files"])
     if patterns is None:
         return HubSplits(source=CARD, note=f"the dataset card's config {name!r} has data_files datasets does not read")
+    if sum(len(v) for v in patterns.values()) > MAX_GLOBS:  # each pattern is matched against every shard
+        return HubSplits(source=CARD, note=f"the dataset card's config {name!r} names over {MAX_GLOBS} data_files "
+                                           "patterns: not resolved")
     data_dir = chosen.get("data_dir")
     if data_dir is not None and not (isinstance(data_dir, str) and _relative(data_dir)):
         return HubSplits(source=CARD, note=f"the dataset card's config {name!r} has a data_dir that is no relative path")

@@ -76,6 +76,7 @@ TARGETS = [
     ("ledger_gz", "led/data-indices/rank0.tsv.gz"),
     ("ledger_tsv", "led2/data-indices/rank0.tsv"),
     ("chat_template", "tok/tokenizer_config.json"),
+    ("dataset_card", "card/README.md"),
     ("config_toml", "cfg/datacheck.toml"),
 ]
 
@@ -221,6 +222,14 @@ def _new_format_seeds(root: Path) -> None:
         "[sft]\nresponse_template_ids = [5, 6]\n\n[labels]\nignore_index = -100\n\n[report]\nmax_examples = 5\n")
     (root / "cfg" / "data").mkdir()
     (root / "cfg" / "data" / "a.jsonl").write_text(rows)
+    # a dataset card whose configs name the splits (datacheck/io/cardsplits.py), two of them by a glob
+    for split, part in (("train", "sft/a.jsonl"), ("test", "holdout/b.jsonl"), ("train", "sft/deep/c.jsonl")):
+        (root / "card" / part).parent.mkdir(parents=True, exist_ok=True)
+        (root / "card" / part).write_text(rows if split == "train" else rows.replace('"r1"', '"held"'))
+    (root / "card" / "README.md").write_text(
+        "---\nlicense: mit\nconfigs:\n- config_name: default\n  data_files:\n  - split: train\n    path:\n"
+        "    - sft/*.jsonl\n    - sft/**/c.jsonl\n  - split: test\n    path: holdout/[ab].jsonl\n  default: true\n"
+        "- config_name: other\n  data_dir: sft\n  data_files: '*.jsonl'\n---\n# a card\n")
 
 
 # ------------------------------------------------------------------------------------------ mutations
@@ -356,7 +365,7 @@ def _command(target: str, rel: str, case: Path, work: Path) -> list[str]:
         return ["audit", str(case / "chat"), "--config", str(case / "chat" / "datacheck.toml"), *rd]
     if target == "config_toml":
         return ["audit", str(case / "cfg" / "data"), "--config", str(case / "cfg" / "datacheck.toml"), *rd]
-    if rel.startswith(("hf/", "mds/", "mds2/", "mdz/", "mdc/", "wds/", "wdz/", "lit/", "meg/")):
+    if rel.startswith(("hf/", "mds/", "mds2/", "mdz/", "mdc/", "wds/", "wdz/", "lit/", "meg/", "card/")):
         return ["audit", str(case / rel.split("/")[0]), *rd]
     return ["audit", str(case / rel), *rd]
 

@@ -4,12 +4,15 @@ resolves under the card's folder for each split, the config ``MetadataConfigs.ge
 picks, and the data files ``load_dataset_builder`` of a real folder reads into each split."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from datacheck.io.cardsplits import CARD, card_config, card_splits, loader_splits, pattern_matches
+from datacheck.io.cardsplits import CARD, _parts_match, card_config, card_splits, loader_splits, pattern_matches
 from datacheck.io.hubsplits import glob_matches
 
 TREE = ["data/train-00000-of-00002.parquet", "data/train-00001-of-00002.parquet", "data/test-00000-of-00001.parquet",
@@ -197,3 +200,30 @@ def test_load_dataset_reads_the_files_of_each_split(tmp_path):
     got = loader_splits(tmp_path, paths)
     assert _members(got, paths) == want
     assert got.unloaded == ("extra/part-0.parquet",)
+
+
+_PARTS = ["a", "b", "x.parquet", ".h", "__c", "a1", "ab"]
+_PAT_PARTS = ["a", "b", "*", "**", "?", "a*", "*.parquet", "[ab]", ".*", "__*", "x.parquet"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_PARTS), min_size=1, max_size=6), st.lists(st.sampled_from(_PAT_PARTS), min_size=1, max_size=6))
+def test_component_matching_is_fsspecs_glob(path, pat):
+    """The dynamic programme against fsspec's own glob_translate (the regex datasets' resolve_pattern
+    globs with), hidden and __ parts apart (those are datasets' rule, tested above)."""
+    glob_translate = pytest.importorskip("fsspec.utils").glob_translate
+    p, q = "/".join(path), "/".join(pat)
+    assert _parts_match(path, pat) == bool(re.match(glob_translate(q), p))
+
+
+def test_many_double_stars_stay_linear():
+    deep = ["d"] * 60 + ["x.parquet"]
+    assert pattern_matches("/".join(deep), "/".join(["**", "d"] * 30) + "/x.parquet")
+    assert not pattern_matches("/".join(deep), "/".join(["**", "d"] * 30) + "/**/e/x.parquet")
+
+
+def test_a_card_of_too_many_patterns_is_not_resolved(tmp_path):
+    _tree(tmp_path)
+    many = [{"config_name": "default", "data_files": [{"split": "train", "path": [f"sft/p{i}-*" for i in range(1100)]}]}]
+    got = card_splits(_card(tmp_path, many), tmp_path, TREE)
+    assert got is not None and got.splits == {} and "over 1024 data_files patterns" in got.note
