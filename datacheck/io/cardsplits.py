@@ -70,7 +70,7 @@ def card_config(configs: Any) -> tuple[dict[str, Any] | None, str | None]:
     names = [c["config_name"] for c in configs]
     if len(set(names)) != len(names):
         return None, "two configs have the same config_name"
-    chosen = [c for c in configs if len(configs) == 1 or c["config_name"] == "default" or c.get("default") is True]
+    chosen = [c for c in configs if len(configs) == 1 or c["config_name"] == "default" or bool(c.get("default"))]
     if len(chosen) != 1:
         why = "several configs are the default" if chosen else "none of its configs is the default"
         return None, f"{why} ({', '.join(names[:5])}{' ...' if len(names) > 5 else ''}): load_dataset needs a config name"

@@ -112,6 +112,7 @@ CONFIGS = [
     ([{"config_name": "a"}, {"config_name": "b", "default": True}], "b"),
     ([{"config_name": "a"}, {"config_name": "b"}], None),
     ([{"config_name": "default"}, {"config_name": "b", "default": True}], None),  # datasets: several defaults
+    ([{"config_name": "a"}, {"config_name": "b", "default": "true"}], "b"),  # datasets takes any truthy value
 ]
 
 
