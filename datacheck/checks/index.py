@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from datacheck.checks.registry import AfterQuery, ShardContext, ShardItem, check, finding
-from datacheck.io.cardsplits import CARD, loader_splits
+from datacheck.io.cardsplits import CARD, dataset_loader_splits
 from datacheck.io.dataindex import (
     DataIndex,
     IndexEntry,
@@ -403,7 +403,7 @@ def hub_unloaded(dctx: Any) -> Iterable[Finding]:
     splits = dict(dctx.cfg.splits or {})
     if not splits or any(p.rpartition("/")[2] == DATASET_DICT_NAME for p in getattr(dctx, "shard_lists", ())):
         return
-    hub = loader_splits(getattr(dctx, "root", None), [s.path for s in dctx.shards])
+    hub = dataset_loader_splits(dctx)
     if not hub.unloaded or hub.splits != splits:
         return
     extra = list(hub.unloaded)

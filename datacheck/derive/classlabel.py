@@ -21,7 +21,8 @@ Read before any shard is (:func:`with_declared_classes`), by ``audit`` (a part t
 parquet shard, the ``dataset_info.json`` of each arrow shard's folder, else (a bare ``.arrow`` file)
 the arrow file's own schema metadata; shards in an object store alike, through fsspec (the footer,
 the ``dataset_info.json`` object beside them); the card of the audited folder or of a folder above it
-(:func:`datacheck.io.cardpath.card_path`). A card of a dataset in an object store is not read.
+(:func:`datacheck.io.cardpath.card_path`); in an object store, the card at the audited prefix
+(:func:`datacheck.io.cardsplits.store_card_front`; one above it is not looked for).
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from datacheck.io.cardpath import card_path
+from datacheck.io.cardsplits import store_card_front
 from datacheck.io.discover import DiscoveredShard, Discovery
 from datacheck.io.hfmeta import (
     INFO_NAME,
@@ -41,6 +43,7 @@ from datacheck.io.hfmeta import (
     class_label_names,
     features_of_info_json,
     features_of_schema_metadata,
+    front_features,
     is_list_feature,
     read_info_features,
     readme_features,
@@ -138,10 +141,12 @@ def _card(disc: Discovery) -> tuple[list[tuple[str | None, dict[str, Any]]] | No
     """(the features the dataset card of the audited folder declares per config, or None; its name as
     messages say it: ``README.md`` at the audited root, else its path from there, ``../README.md``).
     The card: :func:`datacheck.io.cardpath.card_path` (the audited folder, or a folder above it up
-    to a repository's root: the Hub keeps the card at the root and the shards in ``data/``); none for
-    shards in an object store."""
+    to a repository's root: the Hub keeps the card at the root and the shards in ``data/``); for
+    shards in an object store, the card at the audited prefix when its listing holds one
+    (:func:`datacheck.io.cardsplits.store_card_front`)."""
     if disc.url_root is not None:
-        return None, README_NAME
+        front = store_card_front(disc.url_root) if README_NAME in disc.ignored else None
+        return (front_features(front) if front is not None else None), README_NAME
     path = card_path(disc.root)
     if path is None:
         return None, README_NAME
@@ -322,7 +327,11 @@ def _with_tag_columns(cfg: Config, disc: Discovery, info_cache: dict[Any, Any]) 
             if not any(n == names for n, _ in seen):
                 seen.append((names, where))
 
-    card = readme_features(disc.root / README_NAME) if disc.url_root is None else None
+    if disc.url_root is None:
+        card = readme_features(disc.root / README_NAME)
+    else:
+        front = store_card_front(disc.url_root) if README_NAME in disc.ignored else None
+        card = front_features(front) if front is not None else None
     for _, feats in card or []:
         add(_tag_columns(feats), f"{README_NAME} (its dataset_info features)")
     for shard in disc.shards:

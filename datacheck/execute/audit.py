@@ -410,18 +410,20 @@ def audit_shards(disc: Discovery, cfg: Config,
 def finish_report(cfg: Config, results: list[ShardResult], *, root: Path | None, temp_files: list[str],
                   fail_on: str, index: Any = None, against: list[ShardResult] | None = None,
                   config_path: str | None = None, ignored: Iterable[dict[str, str]] = (),
-                  allow_check_errors: bool = False, shard_lists: Iterable[str] = ()) -> Report:
+                  allow_check_errors: bool = False, shard_lists: Iterable[str] = (), loader: Any = None) -> Report:
     """Run the dataset-level checks over ``results`` (in discovery order) and build the report.
 
     The single-job audit and ``datacheck merge`` of part reports both end here, so a merged
-    report is the same as a single-job one. A dataset check function that raises is a check error
+    report is the same as a single-job one. ``loader``: the splits ``load_dataset`` gives the shards
+    (:meth:`datacheck.io.discover.Discovery.hub_splits`; None: worked out from ``root``). A dataset
+    check function that raises is a check error
     (a ``skipped`` entry with ``error: true``; see :func:`~datacheck.report.build.build_report`);
     the findings it yielded before raising are dropped.
     """
     skipped: list[tuple[str, Skipped]] = [(r.path, s) for r in results for s in r.skipped]
     dctx = DatasetContext(cfg=cfg, shards=results, temp_files=list(temp_files), root=root,
                           splits=assign_splits([r.path for r in results], dict(cfg.splits)), index=index,
-                          against=against, shard_lists=list(shard_lists))
+                          against=against, shard_lists=list(shard_lists), loader_splits=loader)
     dataset_findings: list[Finding] = []
     for item in dataset_items(dctx):
         if isinstance(item, Finding):
@@ -564,7 +566,7 @@ def run_audit(paths: list[str | Path], cfg: Config, opts: AuditOptions, *,
         report = finish_report(cfg, results, root=None if disc.url_root is not None else disc.root,
                              temp_files=disc.temp_files, fail_on=opts.fail_on, index=index, against=against_results,
                              config_path=opts.config_path, ignored=disc.ignored_data, shard_lists=disc.shard_lists(),
-                             allow_check_errors=opts.allow_check_errors)
+                             allow_check_errors=opts.allow_check_errors, loader=disc.hub_splits())
         return dataclasses.replace(report, reading=reading_of(len(disc.shards), setup.cache),
                                    config_changes=config_changes(given, cfg, opts.config_path))
     finally:

@@ -22,6 +22,7 @@ here is ``datasets``' own, encoded from its source (``huggingface/datasets`` 2.1
   many such parts (``_is_unrequested_hidden_file_or_is_inside_unrequested_hidden_dir``,
   ``_is_inside_unrequested_special_dir``).
 
+In an object store the card read is the one at the audited prefix (:func:`store_card_splits`).
 The audited shards' paths (relative to the audited folder, which may lie below the card's) are
 matched against every split's patterns: a shard is in each split one of whose patterns matches it
 (``datasets`` reads a file two splits name into both). Each split's entry is its pattern moved to
@@ -48,11 +49,13 @@ import posixpath
 from pathlib import Path
 from typing import Any, Sequence
 
-from datacheck.io.cardpath import card_path
-from datacheck.io.hfmeta import card_declares_configs, card_front_text, parse_front
+from datacheck.io.cardpath import CARD_NAME, card_path
+from datacheck.io.hfmeta import MAX_README_BYTES, card_declares_configs, card_front_text, front_of, parse_front
 from datacheck.io.hubsplits import MAX_GLOBS, HubSplits, SplitGlobs, glob_literal, glob_matches, hub_splits
+from datacheck.io.stores import filesystem
 
-__all__ = ["CARD", "card_splits", "card_config", "loader_splits", "pattern_matches"]
+__all__ = ["CARD", "card_splits", "store_card_splits", "store_card_front", "front_splits", "card_config", "loader_splits",
+           "dataset_loader_splits", "pattern_matches"]
 
 #: ``datasets.Split.TRAIN``: the split of a ``data_files`` given as a pattern or a list of them
 TRAIN = "train"
@@ -168,7 +171,41 @@ def card_splits(card: str | os.PathLike[str], root: str | os.PathLike[str], path
     if not card_declares_configs(Path(card)):
         return None
     front = card_front_text(Path(card))
-    meta = parse_front(front) if front is not None else None
+    if front is None:
+        return None
+    here = os.path.relpath(os.path.abspath(os.fspath(root)), os.path.dirname(os.path.abspath(os.fspath(card))))
+    return front_splits(front, here.replace(os.sep, "/"), paths)
+
+
+def store_card_splits(url_root: str, paths: Sequence[str]) -> HubSplits | None:
+    """:func:`card_splits` of the dataset card at an object-store prefix (``url_root/README.md``, at
+    most :data:`datacheck.io.hfmeta.MAX_README_BYTES` read; the Hub keeps its card at the
+    repository's root, the prefix an ``hf://datasets/...`` audit names), for the shards ``paths``
+    (relative to the prefix). None when there is none, it cannot be read (any store error: the card
+    is one more declaration, never a reason for the audit to stop) or declares no ``configs``.
+    A card above the prefix is not looked for (one listing per folder up, on every audit)."""
+    front = store_card_front(url_root)
+    return front_splits(front, ".", paths) if front is not None else None
+
+
+def store_card_front(url_root: str) -> str | None:
+    """The front matter (:func:`datacheck.io.hfmeta.front_of`) of the dataset card at an object-store
+    prefix (``url_root/README.md``, at most :data:`datacheck.io.hfmeta.MAX_README_BYTES` read), or
+    None when there is none or it cannot be read (any store error: a card is one more declaration,
+    never a reason for the audit to stop)."""
+    try:
+        fs, key = filesystem(url_root.rstrip("/") + "/" + CARD_NAME)
+        raw = fs.cat_file(key, start=0, end=MAX_README_BYTES + 1)
+    except Exception:  # noqa: BLE001 - a missing or unreadable card declares nothing
+        return None
+    return front_of(raw)
+
+
+def front_splits(front: str, here: str, paths: Sequence[str]) -> HubSplits | None:
+    """The splits a card's front matter (:func:`datacheck.io.hfmeta.card_front_text`) declares for the
+    shards ``paths`` under the audited folder ``here`` (its POSIX path relative to the card's folder),
+    by the module docstring's rule; None when it declares no ``configs`` or does not parse."""
+    meta = parse_front(front)
     if meta is None or "configs" not in meta:
         return None
     chosen, why = card_config(meta["configs"])
@@ -187,8 +224,6 @@ def card_splits(card: str | os.PathLike[str], root: str | os.PathLike[str], path
     if data_dir is not None and not (isinstance(data_dir, str) and _relative(data_dir)):
         return HubSplits(source=CARD, note=f"the dataset card's config {name!r} has a data_dir that is no relative path")
     base = posixpath.normpath(data_dir) if data_dir else "."
-    here = os.path.relpath(os.path.abspath(os.fspath(root)), os.path.dirname(os.path.abspath(os.fspath(card))))
-    here = here.replace(os.sep, "/")
     if here == ".." or here.startswith("../"):
         return HubSplits(source=CARD, note="the audited folder is not under the dataset card's folder")
     # each shard's path relative to the config's base folder (None: outside it)
@@ -226,15 +261,30 @@ def card_splits(card: str | os.PathLike[str], root: str | os.PathLike[str], path
     return HubSplits(source=CARD, splits=splits, unloaded=unloaded, shared=shared)
 
 
-def loader_splits(root: str | os.PathLike[str] | None, paths: Sequence[str]) -> HubSplits:
+def loader_splits(root: str | os.PathLike[str] | None, paths: Sequence[str], url_root: str | None = None) -> HubSplits:
     """The splits ``datasets.load_dataset`` of the audited folder ``root`` gives its shards ``paths``
     (POSIX paths relative to ``root``): those of its dataset card's ``configs``
     (:func:`card_splits`; the card: :func:`datacheck.io.cardpath.card_path`) when the card declares
-    them, else those of the Hub's file names (:func:`datacheck.io.hubsplits.hub_splits`). ``root``
-    None (shards in an object store, a report read back): the file names'."""
-    card = card_path(root) if root is not None else None
-    got = card_splits(card, root, paths) if card is not None and root is not None else None
+    them, else those of the Hub's file names (:func:`datacheck.io.hubsplits.hub_splits`). Shards in an
+    object store (``url_root``, the audited prefix; ``root`` None): the card at the prefix
+    (:func:`store_card_splits`). Neither (a report read back): the file names'."""
+    got = None
+    if url_root is not None:
+        got = store_card_splits(url_root, paths)
+    elif root is not None:
+        card = card_path(root)
+        got = card_splits(card, root, paths) if card is not None else None
     return got if got is not None else hub_splits(paths)
+
+
+def dataset_loader_splits(dctx: Any) -> HubSplits:
+    """The splits ``load_dataset`` gives the shards of a dataset stage (a
+    :class:`datacheck.model.results.DatasetContext`): those discovery found
+    (``dctx.loader_splits``), else worked out from ``dctx.root`` (:func:`loader_splits`)."""
+    got = getattr(dctx, "loader_splits", None)
+    if got is not None:
+        return got  # type: ignore[no-any-return]
+    return loader_splits(getattr(dctx, "root", None), [s.path for s in dctx.shards])
 
 
 def _entry(pats: list[str], here: str, base: str, paths: Sequence[str], got: set[str]) -> SplitGlobs | None:

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 from urllib.parse import unquote
 
 from datacheck.io.bounded import dangling_link, special_kind
+from datacheck.io.cardpath import CARD_NAME
 from datacheck.io.cardsplits import loader_splits
 from datacheck.io.hfmeta import DATASET_DICT_NAME, hf_data_files, read_dataset_dict
 from datacheck.io.hubsplits import HubSplits, SplitGlobs, glob_literal
@@ -192,7 +193,10 @@ class Discovery:
         the splits, or says why not."""
         if any(p.rpartition("/")[2] == DATASET_DICT_NAME for p in self.ignored):
             return HubSplits()
-        return loader_splits(self.root if self.url_root is None else None, [s.rel for s in self.shards])
+        rels = [s.rel for s in self.shards]
+        if self.url_root is not None:  # the card at the prefix, when its listing holds one (no request otherwise)
+            return loader_splits(None, rels, url_root=self.url_root if CARD_NAME in self.ignored else None)
+        return loader_splits(self.root, rels)
 
 
 def _abs(p: Path) -> Path:

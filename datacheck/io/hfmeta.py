@@ -22,7 +22,7 @@ __all__ = ["STATE_NAME", "DATASET_DICT_NAME", "INFO_NAME", "HfState", "HfDataset
            "hf_data_files", "read_dataset_dict", "class_label_names", "tag_label_names", "is_list_feature",
            "features_of_schema_metadata",
            "read_info_features", "README_NAME", "readme_features", "card_declares_configs", "card_front_text",
-           "parse_front"]
+           "front_of", "front_features", "parse_front"]
 
 #: File name of a split's state in a ``save_to_disk`` folder.
 STATE_NAME = "state.json"
@@ -292,10 +292,9 @@ def card_declares_configs(path: Path) -> bool:
 
 
 def card_front_text(path: Path) -> str | None:
-    """The YAML front matter of a dataset card (``path``, a ``README.md``): the text between its
-    opening ``---`` line and the closing one. None when the file is absent, not a regular file,
-    unreadable, over :data:`MAX_README_BYTES` or has no front matter (never an exception: the card
-    is inside the data)."""
+    """The YAML front matter of a dataset card (``path``, a ``README.md``): :func:`front_of` its
+    bytes. None when the file is absent, not a regular file, unreadable, over
+    :data:`MAX_README_BYTES` or has no front matter (never an exception: the card is inside the data)."""
     p = Path(path)
     try:
         if not p.is_file():
@@ -304,6 +303,12 @@ def card_front_text(path: Path) -> str | None:
             raw = f.read(MAX_README_BYTES + 1)
     except OSError:
         return None
+    return front_of(raw)
+
+
+def front_of(raw: bytes) -> str | None:
+    """The YAML front matter of a dataset card's bytes: the text between its opening ``---`` line and
+    the closing one; None when there is none or the bytes are over :data:`MAX_README_BYTES`."""
     if len(raw) > MAX_README_BYTES:
         return None
     lines = raw.decode("utf-8", errors="replace").splitlines()
@@ -344,8 +349,11 @@ def readme_features(path: Path) -> list[tuple[str | None, dict[str, Any]]] | Non
     rather than expanded) or does not parse: the card is inside the data, never an exception.
     """
     front = card_front_text(path)
-    if front is None:
-        return None
+    return None if front is None else front_features(front)
+
+
+def front_features(front: str) -> list[tuple[str | None, dict[str, Any]]] | None:
+    """:func:`readme_features` of a card's front matter (:func:`card_front_text`, :func:`front_of`)."""
     if "class_label" not in front:  # the only dtype read here: a card without one is not parsed
         return []
     meta = parse_front(front)

@@ -63,6 +63,10 @@ class DatasetContext:
     index: Any = None
     #: shard results of the ``--against`` dataset (hash payloads only), or None
     against: list[ShardResult] | None = None
+    #: the splits ``datasets.load_dataset`` gives the shards (a :class:`datacheck.io.hubsplits.HubSplits`,
+    #: :meth:`datacheck.io.discover.Discovery.hub_splits`: the dataset card's ``configs``, else the file
+    #: names), as discovery found them; None: the dataset checks work them out from ``root`` (a merge)
+    loader_splits: Any = None
 
     def readable_shards(self) -> list[ShardResult]:
         return [s for s in self.shards if s.readable]

@@ -849,14 +849,15 @@ def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[st
             tick(f"auditing {ds.rel}", k, steps)
             audited.append(audit_file(ds, cfg, keep_rows=True, cross_shard=cross_shard)[0])
         root = None if disc.url_root is not None else disc.root
+        loader = disc.hub_splits()
         report = finish_report(cfg, audited, root=root, temp_files=disc.temp_files, fail_on="error",
-                               shard_lists=disc.shard_lists())
+                               shard_lists=disc.shard_lists(), loader=loader)
         dataset = list(report.dataset_findings)
         notes = tuple(f"{sk['check']}: {sk['reason']}" for sk in report.skipped
                       if sk["check"] in DATASET_DROPS and sk["check"] in drop_ids)
         dctx = DatasetContext(cfg=cfg, shards=audited, temp_files=list(disc.temp_files), root=root,
                               splits=assign_splits([r.path for r in audited], dict(cfg.splits)),
-                              shard_lists=list(disc.shard_lists()))
+                              shard_lists=list(disc.shard_lists()), loader_splits=loader)
         row_drops = {r.path: _reasons(r.failing_rows, drop_ids) for r in audited if r.readable}
         found = frozenset(k.split(":", 1)[0] for reasons in row_drops.values() for keys in reasons.values()
                           for k in keys)

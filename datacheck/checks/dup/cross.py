@@ -69,7 +69,7 @@ from datacheck.checks.dup.stretch import stretch_copies
 from datacheck.checks.registry import Payload, ShardContext, ShardItem, check, derives, finding, first_part, measure
 from datacheck.checks.spec import RUNNING_TEXT_MIN_CHARS
 from datacheck.derive.read import ALPACA, CHAT
-from datacheck.io.cardsplits import CARD, loader_splits
+from datacheck.io.cardsplits import CARD, dataset_loader_splits
 from datacheck.io.discover import declared_splits
 from datacheck.io.hashspill import SpilledRows, partitions, rows_frame
 from datacheck.io.hfmeta import DATASET_DICT_NAME
@@ -935,7 +935,7 @@ def _hub_inferred(dctx: Any) -> HubSplits | None:
     declares the splits; else None."""
     if not dctx.cfg.splits or any(p.rpartition("/")[2] == DATASET_DICT_NAME for p in getattr(dctx, "shard_lists", ())):
         return None
-    hub = loader_splits(getattr(dctx, "root", None), [s.path for s in dctx.shards])
+    hub = dataset_loader_splits(dctx)
     return hub if hub.splits and hub.splits == dict(dctx.cfg.splits) else None
 
 
@@ -986,7 +986,7 @@ def _hub_note(dctx: Any) -> str | None:
     split or a ``dataset_dict.json`` declares the splits."""
     if any(p.rpartition("/")[2] == DATASET_DICT_NAME for p in dctx.shard_lists):
         return None
-    hub = loader_splits(getattr(dctx, "root", None), [s.path for s in dctx.shards])
+    hub = dataset_loader_splits(dctx)
     given = "the dataset card's configs" if hub.source == CARD else "the file names"
     if hub.splits:
         if dctx.cfg.dataset.infer_splits:  # a caller that did not fill [splits] (setup.with_declared_splits does)
