@@ -33,7 +33,8 @@ patterns matches an audited shard are left out (an audit of ``data/train/`` belo
 names ``data/test/``). Shards in no split are :attr:`~datacheck.io.hubsplits.HubSplits.unloaded` (``load_dataset`` would not
 read them).
 
-No splits are given (:attr:`~datacheck.io.hubsplits.HubSplits.note` says why) when the card's ``configs`` cannot be read
+No splits are given (:attr:`~datacheck.io.hubsplits.HubSplits.note` says why; :func:`loader_splits` then
+takes the file names' rule) when the card's ``configs`` cannot be read
 as ``datasets`` reads them (not a list, a config without ``config_name``, malformed
 ``data_files``), no config is the default, the default config names no ``data_files`` (``datasets``
 then infers its files from their names under its ``data_dir``), a pattern is no relative path (a URL,
@@ -210,7 +211,7 @@ def front_splits(front: str, here: str, paths: Sequence[str]) -> HubSplits | Non
         return None
     chosen, why = card_config(meta["configs"])
     if chosen is None:
-        return HubSplits(source=CARD, note=f"the dataset card's {why}")
+        return HubSplits(source=CARD, note=f"the dataset card: {why}")
     name = chosen["config_name"]
     if "data_files" not in chosen:
         return HubSplits(source=CARD, note=f"the dataset card's config {name!r} names no data_files")
@@ -265,7 +266,10 @@ def loader_splits(root: str | os.PathLike[str] | None, paths: Sequence[str], url
     """The splits ``datasets.load_dataset`` of the audited folder ``root`` gives its shards ``paths``
     (POSIX paths relative to ``root``): those of its dataset card's ``configs``
     (:func:`card_splits`; the card: :func:`datacheck.io.cardpath.card_path`) when the card declares
-    them, else those of the Hub's file names (:func:`datacheck.io.hubsplits.hub_splits`). Shards in an
+    them, else those of the Hub's file names (:func:`datacheck.io.hubsplits.hub_splits`), also when the
+    card's configs give none (:attr:`~datacheck.io.hubsplits.HubSplits.note`: no default config, no
+    ``data_files``, ...; each config of a multi-config repository usually follows the file names'
+    rule): then the note joins the card's reason and the file names' own. Shards in an
     object store (``url_root``, the audited prefix; ``root`` None): the card at the prefix
     (:func:`store_card_splits`). Neither (a report read back): the file names'."""
     got = None
@@ -274,7 +278,12 @@ def loader_splits(root: str | os.PathLike[str] | None, paths: Sequence[str], url
     elif root is not None:
         card = card_path(root)
         got = card_splits(card, root, paths) if card is not None else None
-    return got if got is not None else hub_splits(paths)
+    if got is not None and got.splits:
+        return got
+    hub = hub_splits(paths)
+    if got is None or hub.splits:  # a card whose configs give none: the file names' rule, as before
+        return hub
+    return HubSplits(source=CARD, note="; ".join(n for n in (got.note, hub.note) if n))
 
 
 def dataset_loader_splits(dctx: Any) -> HubSplits:

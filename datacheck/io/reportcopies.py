@@ -50,8 +50,12 @@ MAX_COPIES = 32
 #: A hidden folder a prune renamed a copy to and did not finish removing (killed) is removed by a
 #: later prune when older than this many seconds (the result cache's rule for its temporary files).
 STALE_PRUNED_S = 3600.0
-#: How many times :func:`write_copy` writes a copy whose folder a concurrent prune removed under it.
-_WRITE_TRIES = 8
+#: How many times :func:`write_copy` writes a copy whose folder a concurrent prune removed under it
+#: (8 tries were used up once, by 8 threads writing and pruning 7 shared names on a loaded 2-core
+#: machine: tests/unit/io/test_reportcopies.py); between tries it waits 1 ms more each time, at most
+#: :data:`_WRITE_WAIT_S` (32 tries: at most about 0.3 s in all)
+_WRITE_TRIES = 32
+_WRITE_WAIT_S = 0.01
 _AGAINST_DIGITS = 16
 #: What follows the gate in a copy's folder name (:func:`copy_name`): ``--against``, allowed check
 #: errors, the part (a pattern without anchors, also in ``INDEX/CONFIG`` references)
@@ -131,7 +135,7 @@ def write_copy(path: str | os.PathLike[str], write: Callable[[Path], T]) -> T:
         except UsageError:
             if last or os.path.isdir(p.parent):
                 raise
-        time.sleep(0.001 * attempt)  # another prune may be at work: let it finish
+        time.sleep(min(0.001 * attempt, _WRITE_WAIT_S))  # another prune may be at work: let it finish
     raise AssertionError("unreachable")  # pragma: no cover
 
 

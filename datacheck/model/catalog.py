@@ -81,8 +81,8 @@ _ENTRIES = [
     ("dup.split_overlap", "dataset", "error", "rows of one split also occur in another"),
     ("dup.near_duplicate", "dataset", "warn", "rows whose text or token ids are near-identical (MinHash LSH)"),
     ("index.missing_shard", "dataset", "error", "a shard listed in the index is absent"),
-    ("index.extra_shard", "dataset", "warn", "a shard on disk is not in the index (or in no split of the Hub's "
-     "file names, which load_dataset skips)"),
+    ("index.extra_shard", "dataset", "warn", "a shard on disk is not in the index (or in no split of the dataset "
+     "card's configs or the Hub's file names, which load_dataset skips)"),
     ("index.changed_shard", "dataset", "error", "a shard's content hash differs from the index"),
     ("index.row_count_mismatch", "shard", "error", "a shard's row count differs from the index or its metadata"),
     ("index.numbering_gap", "dataset", "error", "NAME-0000k-of-0000N shard names have gaps"),

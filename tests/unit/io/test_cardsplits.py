@@ -228,3 +228,23 @@ def test_a_card_of_too_many_patterns_is_not_resolved(tmp_path):
     many = [{"config_name": "default", "data_files": [{"split": "train", "path": [f"sft/p{i}-*" for i in range(1100)]}]}]
     got = card_splits(_card(tmp_path, many), tmp_path, TREE)
     assert got is not None and got.splits == {} and "over 1024 data_files patterns" in got.note
+
+
+def test_a_card_whose_configs_give_none_leaves_the_file_names_rule(tmp_path):
+    """Several configs and no default (a multi-config repository, each config laid out by the Hub's
+    file names): load_dataset needs a name, so the splits are the file names', as before; where the
+    names give none either, the note says both why."""
+    paths = ["cola/train-00000-of-00001.parquet", "cola/test-00000-of-00001.parquet",
+             "sst2/train-00000-of-00001.parquet", "sst2/test-00000-of-00001.parquet"]
+    for p in paths:
+        (tmp_path / p).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / p).write_bytes(b"x")
+    _card(tmp_path, [{"config_name": "cola", "data_files": [{"split": "train", "path": "cola/train-*"}]},
+                     {"config_name": "sst2", "data_files": [{"split": "train", "path": "sst2/train-*"}]}])
+    got = loader_splits(tmp_path, paths)
+    assert got.source == "hub_names" and set(got.splits) == {"train", "test"}
+    only = ["cola/train-00000-of-00001.parquet", "sst2/train-00000-of-00001.parquet"]
+    none = loader_splits(tmp_path, only)
+    assert none.splits == {} and none.source == CARD
+    assert none.note.startswith("the dataset card: none of its configs is the default (cola, sst2)")
+    assert "one split only" in none.note
