@@ -389,6 +389,16 @@ def dataset_dict_items(dctx: Any) -> Iterable[Finding]:
         )
 
 
+def _card_advice(hub: Any) -> str:
+    """What to do about shards no pattern of the card's default config matches."""
+    if hub.other_configs:
+        names = ", ".join(repr(c) for c in hub.other_configs[:5]) + (" ..." if len(hub.other_configs) > 5 else "")
+        return (f"load_dataset of the folder reads the default config {hub.config!r} only; if they are the files of "
+                f"another config of the card ({names}), audit them with that config's splits ([splits]) or that "
+                "config's folder, else add them to a split's data_files or remove them")
+    return "Add them to a split's data_files in the card's configs, or remove them"
+
+
 def hub_unloaded(dctx: Any) -> Iterable[Finding]:
     """``index.extra_shard`` (warn) for the shards ``datasets.load_dataset`` of the folder puts in no
     split while its splits are the ones the audit uses (:func:`datacheck.io.cardsplits.loader_splits`):
@@ -415,7 +425,9 @@ def hub_unloaded(dctx: Any) -> Iterable[Finding]:
         message=(f"{len(extra)} shard(s) in no split: {', '.join(extra[:10])}{' ...' if len(extra) > 10 else ''}; "
                  f"datasets.load_dataset of this folder would not read them (its split patterns, from {given}, give "
                  f"only {names}). "
-                 + ("Add them to a split's data_files in the card's configs, or remove them" if card else
+                 + (_card_advice(hub) if card else
+                    f"The dataset card's configs were not used ({hub.card_note}): fix the card, or rename them so "
+                    "their names name a split as the other shards' names do" if hub.card_note else
                     "Rename them so their names name a split as the other shards' names do, or declare the splits' "
                     "data_files in the dataset card's configs and the same globs under [splits]")
                  + "; their rows are still compared with every split for dup.exact_across_shards"),

@@ -44,9 +44,11 @@ about these shards).
 """
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import os
 import posixpath
+import re
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -81,35 +83,36 @@ def card_config(configs: Any) -> tuple[dict[str, Any] | None, str | None]:
     return chosen[0], None
 
 
+#: ``datasets.naming._split_re``: a split name ``load_dataset`` accepts (``train_sft``, not ``train-sft``)
+_SPLIT_NAME = re.compile(r"^\w+(\.\w+)*$")
+
+
 def _sanitize(data_files: Any) -> dict[str, list[str]] | None:
-    """``datasets.data_files.sanitize_patterns`` for a card's values: ``{split: [pattern, ...]}``,
-    or None when ``data_files`` is malformed."""
+    """A card config's ``data_files`` as ``{split: [pattern, ...]}``, by ``datasets``' own rules
+    (``MetadataConfigs._raise_if_data_files_field_not_valid``, then ``sanitize_patterns``): a pattern
+    (split ``train``), a list of patterns (split ``train``) or a list of ``{split, path}`` (``split``
+    a name :data:`_SPLIT_NAME` accepts, ``path`` a pattern or a list of them, no other key, no split
+    twice); None for anything else (``load_dataset`` raises: a mapping, a split name with a ``-``,
+    patterns mixed with ``{split, path}`` entries)."""
     def patterns(v: Any) -> list[str] | None:
         vs = v if isinstance(v, list) else [v]
         return vs if vs and all(isinstance(x, str) for x in vs) else None
 
     if isinstance(data_files, str):
         return {TRAIN: [data_files]}
-    if isinstance(data_files, dict):
-        out: dict[str, list[str]] = {}
-        for k, v in data_files.items():
-            pats = patterns(v)
-            if pats is None:
-                return None
-            out[str(k)] = pats
-        return out or None
     if not isinstance(data_files, list) or not data_files:
         return None
     if not any(isinstance(e, dict) for e in data_files):
         return {TRAIN: data_files} if all(isinstance(e, str) for e in data_files) else None
     res: dict[str, list[str]] = {}
     for e in data_files:
-        if not (isinstance(e, dict) and len(e) == 2 and "split" in e and isinstance(e.get("path"), (str, list))):
+        if not (isinstance(e, dict) and len(e) == 2 and isinstance(e.get("split"), str)
+                and _SPLIT_NAME.match(e["split"]) and isinstance(e.get("path"), (str, list))):
             return None
         pats = patterns(e["path"])
-        if pats is None or str(e["split"]) in res:
+        if pats is None or e["split"] in res:
             return None
-        res[str(e["split"])] = pats
+        res[e["split"]] = pats
     return res
 
 
@@ -207,23 +210,29 @@ def front_splits(front: str, here: str, paths: Sequence[str]) -> HubSplits | Non
     shards ``paths`` under the audited folder ``here`` (its POSIX path relative to the card's folder),
     by the module docstring's rule; None when it declares no ``configs`` or does not parse."""
     meta = parse_front(front)
-    if meta is None or "configs" not in meta:
+    if meta is None:
+        if any(line.startswith("configs:") for line in front.splitlines()):
+            return HubSplits(source=CARD, note="the dataset card's YAML front matter does not parse (or uses YAML "
+                                               "aliases, which datacheck does not expand)")
+        return None
+    if "configs" not in meta:
         return None
     chosen, why = card_config(meta["configs"])
     if chosen is None:
         return HubSplits(source=CARD, note=f"the dataset card: {why}")
     name = chosen["config_name"]
-    if "data_files" not in chosen:
-        return HubSplits(source=CARD, note=f"the dataset card's config {name!r} names no data_files")
-    patterns = _sanitize(chosen["data_files"])
-    if patterns is None:
-        return HubSplits(source=CARD, note=f"the dataset card's config {name!r} has data_files datasets does not read")
-    if sum(len(v) for v in patterns.values()) > MAX_GLOBS:  # each pattern is matched against every shard
-        return HubSplits(source=CARD, note=f"the dataset card's config {name!r} names over {MAX_GLOBS} data_files "
-                                           "patterns: not resolved")
     data_dir = chosen.get("data_dir")
     if data_dir is not None and not (isinstance(data_dir, str) and _relative(data_dir)):
         return HubSplits(source=CARD, note=f"the dataset card's config {name!r} has a data_dir that is no relative path")
+    if "data_files" not in chosen and not data_dir:  # datasets infers the files from their names: hubsplits' rule
+        return HubSplits(source=CARD, note=f"the dataset card's config {name!r} names no data_files")
+    patterns = _sanitize(chosen["data_files"]) if "data_files" in chosen else {}
+    if patterns is None:
+        return HubSplits(source=CARD, note=f"the dataset card's config {name!r} has data_files datasets does not read "
+                                           "(load_dataset raises)")
+    if sum(len(v) for v in patterns.values()) > MAX_GLOBS:  # each pattern is matched against every shard
+        return HubSplits(source=CARD, note=f"the dataset card's config {name!r} names over {MAX_GLOBS} data_files "
+                                           "patterns: not resolved")
     base = posixpath.normpath(data_dir) if data_dir else "."
     if here == ".." or here.startswith("../"):
         return HubSplits(source=CARD, note="the audited folder is not under the dataset card's folder")
@@ -235,7 +244,19 @@ def front_splits(front: str, here: str, paths: Sequence[str]) -> HubSplits | Non
         return full[len(base) + 1:] if full.startswith(base + "/") else None
     where = {p: w for p in paths if (w := under_base(p)) is not None}
     members: dict[str, list[str]] = {}
-    for split, pats in patterns.items():
+    if "data_files" not in chosen:  # data_dir alone: the file names' rule under it (get_data_patterns(base))
+        named = hub_splits(list(where.values()))
+        if not named.splits:
+            return HubSplits(source=CARD, note=f"the dataset card's config {name!r} reads data_dir {data_dir!r}, "
+                                               f"whose file names give no splits ({named.note or 'none names a split'})")
+        patterns = {k: [v] if isinstance(v, str) else list(v) for k, v in named.splits.items()}
+        for split, pats in patterns.items():
+            members[split] = [p for p, w in where.items() if glob_matches(w, pats)]
+        for p, w in where.items():  # a shard whose name names several splits is in each
+            for split in named.shared.get(w, ()):
+                if p not in members[split]:
+                    members[split].append(p)
+    for split, pats in (patterns.items() if "data_files" in chosen else ()):
         if not all(_relative(x) for x in pats):
             return HubSplits(source=CARD, note=f"the dataset card's split {split!r} names a path that is no relative "
                                                "path (a URL or an absolute path): not resolved")
@@ -259,7 +280,8 @@ def front_splits(front: str, here: str, paths: Sequence[str]) -> HubSplits | Non
             counts.setdefault(p, []).append(split)
     unloaded = tuple(sorted(p for p in paths if p not in counts))
     shared = {p: tuple(s) for p, s in sorted(counts.items()) if len(s) > 1}
-    return HubSplits(source=CARD, splits=splits, unloaded=unloaded, shared=shared)
+    others = tuple(c["config_name"] for c in meta["configs"] if c is not chosen)
+    return HubSplits(source=CARD, splits=splits, unloaded=unloaded, shared=shared, config=name, other_configs=others)
 
 
 def loader_splits(root: str | os.PathLike[str] | None, paths: Sequence[str], url_root: str | None = None) -> HubSplits:
@@ -281,8 +303,10 @@ def loader_splits(root: str | os.PathLike[str] | None, paths: Sequence[str], url
     if got is not None and got.splits:
         return got
     hub = hub_splits(paths)
-    if got is None or hub.splits:  # a card whose configs give none: the file names' rule, as before
+    if got is None:
         return hub
+    if hub.splits:  # a card whose configs give none: the file names' rule, as before (the card's reason kept)
+        return dataclasses.replace(hub, card_note=got.note)
     return HubSplits(source=CARD, note="; ".join(n for n in (got.note, hub.note) if n))
 
 

@@ -10,6 +10,7 @@ Used by discovery (which ``.arrow`` files are shards), the shipped-list check of
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -269,53 +270,52 @@ MAX_README_BYTES = 4 << 20
 
 def card_declares_configs(path: Path) -> bool:
     """Whether a dataset card (``path``, a ``README.md``) declares ``configs`` in its YAML front matter
-    (a line ``configs:`` at the top level between the opening ``---`` and the closing one): then
-    ``load_dataset`` takes each split's files from their ``data_files``, not from the Hub's file-name
-    rule (:mod:`datacheck.io.hubsplits`). False when the file is absent, unreadable, over
-    :data:`MAX_README_BYTES` or has no front matter; never an exception."""
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_README_BYTES + 1)
-    except (OSError, ValueError):
-        return False
-    if len(raw) > MAX_README_BYTES:
-        return False
-    lines = raw.decode("utf-8", errors="replace").splitlines()
-    if not lines or lines[0].strip() != "---":
-        return False
-    for line in lines[1:]:
-        if line.strip() == "---":
-            return False
-        if line.startswith("configs:"):
-            return True
-    return False
+    (:func:`card_front_text`; a line ``configs:`` at the top level of it): then ``load_dataset`` takes
+    each split's files from their ``data_files``, not from the Hub's file-name rule
+    (:mod:`datacheck.io.hubsplits`). False when the card has no front matter or it cannot be read;
+    never an exception."""
+    front = card_front_text(path)
+    return front is not None and any(line.startswith("configs:") for line in front.splitlines())
 
 
 def card_front_text(path: Path) -> str | None:
     """The YAML front matter of a dataset card (``path``, a ``README.md``): :func:`front_of` its
-    bytes. None when the file is absent, not a regular file, unreadable, over
-    :data:`MAX_README_BYTES` or has no front matter (never an exception: the card is inside the data)."""
+    first :data:`MAX_README_BYTES` bytes. None when the file is absent, not a regular file,
+    unreadable or has no front matter within them (never an exception: the card is inside the data)."""
     p = Path(path)
     try:
         if not p.is_file():
             return None
         with open(p, "rb") as f:
-            raw = f.read(MAX_README_BYTES + 1)
-    except OSError:
+            raw = f.read(MAX_README_BYTES)
+    except (OSError, ValueError):
         return None
     return front_of(raw)
 
 
+#: ``huggingface_hub.repocard.REGEX_YAML_BLOCK`` (how ``DatasetCard.load`` finds the front matter):
+#: optional blank space, ``---`` and a line end, the YAML (the shortest), a line end, ``---``, optional
+#: spaces or tabs, a line end or the end
+_FRONT = re.compile(rb"^(\s*---(?:\r\n|\r|\n))([\S\s]*?)((?:\r\n|\r|\n)---[ \t]*(\r\n|\n|$))")
+#: the UTF-8 byte order mark ``DatasetCard.load`` reads past (``encoding="utf-8-sig"``)
+_BOM = b"\xef\xbb\xbf"
+
+
 def front_of(raw: bytes) -> str | None:
-    """The YAML front matter of a dataset card's bytes: the text between its opening ``---`` line and
-    the closing one; None when there is none or the bytes are over :data:`MAX_README_BYTES`."""
-    if len(raw) > MAX_README_BYTES:
+    """The YAML front matter of a dataset card's bytes (at most :data:`MAX_README_BYTES` of them: a
+    card whose front matter closes within them is read whatever the length of its body), as
+    ``huggingface_hub``'s ``DatasetCard.load`` finds it (:data:`_FRONT`, a leading byte order mark
+    skipped); None when there is none or it is not UTF-8 (``DatasetCard.load`` raises on those bytes)."""
+    raw = raw[:MAX_README_BYTES]
+    if raw.startswith(_BOM):
+        raw = raw[len(_BOM):]
+    m = _FRONT.search(raw)
+    if m is None:
         return None
-    lines = raw.decode("utf-8", errors="replace").splitlines()
-    if not lines or lines[0].strip() != "---":
+    try:
+        return m.group(2).decode("utf-8")
+    except UnicodeDecodeError:
         return None
-    end = next((i for i in range(1, len(lines)) if lines[i].strip() == "---"), None)
-    return None if end is None else "\n".join(lines[1:end])
 
 
 def parse_front(front: str) -> dict[str, Any] | None:

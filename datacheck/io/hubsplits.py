@@ -135,6 +135,13 @@ class HubSplits:
     #: what gave them: ``"hub_names"`` (the file names, here) or ``"card_configs"`` (a dataset
     #: card's ``configs``, :func:`datacheck.io.cardsplits.card_splits`)
     source: str = "hub_names"
+    #: with ``"card_configs"``: the config read (the one ``load_dataset`` reads without a name) and the
+    #: card's other configs, in its order
+    config: str | None = None
+    other_configs: tuple[str, ...] = ()
+    #: with ``"hub_names"``: why a dataset card that declares ``configs`` was not used (its YAML does
+    #: not parse, no config is the default, ...; :func:`datacheck.io.cardsplits.loader_splits`), else None
+    card_note: str | None = None
 
 
 def _names(paths: Sequence[str]) -> str:

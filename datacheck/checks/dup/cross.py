@@ -868,14 +868,15 @@ def _comparisons(dctx: Any) -> Iterable[_Comparison | Skipped]:
                 yield Skipped("dup.split_overlap", (
                     f"[splits] {name} = {pat!r} matches no shard, so "
                     f"{'the training split' if name == train else 'split'} {name!r} is not checked; globs match "
-                    f"paths relative to the audited root (shards here: {sample})"))
+                    f"paths relative to the audited root (shards here: {sample}){_hidden_hint(pat)}"))
             elif not isinstance(pat, str):  # a list: each of its globs must match, else its files go unchecked
                 for one in pat:
                     if not any(glob_matches(sh.path, one) for sh in dctx.shards):
                         yield Skipped("dup.split_overlap", (
                             f"[splits] {name}: the glob {one!r} matches no shard, so the files it was meant to "
                             f"add to {'the training split' if name == train else 'split'} {name!r} are not "
-                            f"checked; globs match paths relative to the audited root (shards here: {sample})"))
+                            f"checked; globs match paths relative to the audited root (shards here: {sample})"
+                            f"{_hidden_hint(one)}"))
         outside = [s.path for s in dctx.shards if s.path not in splits and s.path not in shared]
         if outside and not _hub_inferred(dctx):  # the Hub's rule's: index.extra_shard names them
             yield Skipped("dup.split_overlap", (
@@ -891,9 +892,10 @@ def _comparisons(dctx: Any) -> Iterable[_Comparison | Skipped]:
                 if name != train and name in by_split:
                     comparisons.append((name, train, shards, cand, by_split[name], by_split[train]))
             if not any(name != train for name in by_split) and all(name in matched for name in dctx.cfg.splits):
+                taken = "" if train == "train" else " (the first split, taken as the training split: none is named 'train')"
                 yield Skipped("dup.split_overlap", (
-                    f"the only split holding shards is the training split {train!r}"
-                    f"{_source_words(dctx)}: no evaluation split to compare it with"))
+                    f"the only split holding shards is {train!r}{taken}"
+                    f"{_source_words(dctx)}: no other split to compare it with"))
     if not comparisons:
         if against is None and not dctx.cfg.splits:
             root = getattr(dctx, "root", None)
@@ -937,6 +939,18 @@ def _hub_inferred(dctx: Any) -> HubSplits | None:
         return None
     hub = dataset_loader_splits(dctx)
     return hub if hub.splits and hub.splits == dict(dctx.cfg.splits) else None
+
+
+def _hidden_hint(pattern: str | list[str]) -> str:
+    """``"; ..."`` when a ``[splits]`` glob names a hidden file or folder (a part starting with ``.``,
+    as a card's ``data_files`` may: ``data/.extra/*``): discovery does not look into those unless
+    they are named as PATHs; "" otherwise."""
+    pats = [pattern] if isinstance(pattern, str) else pattern
+    hidden = sorted({part for p in pats for part in p.split("/") if part.startswith(".") and set(part) != {"."}})
+    if not hidden:
+        return ""
+    return (f"; it names hidden files or folders ({', '.join(hidden[:3])}), which discovery does not look into: "
+            "name them as PATHs too (datacheck audit DATA DATA/.hidden_folder) to read them")
 
 
 def _source_words(dctx: Any) -> str:
@@ -1075,7 +1089,7 @@ def split_overlap(dctx: Any) -> Iterable[Finding | Skipped]:
             examples=tuple(Example(row=e["row"], value=f"{e['shard']} row {e['row']} = {e['train_shard']} row {e['train_row']}")
                            for e in examples),
             rows=tuple(e["row"] for e in examples),
-            message=(_same_bytes_text(same) + _in_both_text(both, what, side) + f"{count} row(s) of {what} also "
+            message=(_same_bytes_text(same) + _in_both_text(both, what, side, _hub_inferred(dctx)) + f"{count} row(s) of {what} also "
                      f"occur in {side} (content: {', '.join(_content_columns([sh[i] for i in test_idx]))}; label "
                      "excluded): leakage, evaluation is optimistic"),
             details=details,
@@ -1095,11 +1109,16 @@ def _same_bytes(sh: list[Any], test_idx: set[int], train_idx: set[int]) -> list[
             for i in sorted(test_idx, key=lambda k: sh[k].path) for p in theirs.get(sh[i].content_hash, [])]
 
 
-def _in_both_text(both: list[str], what: str, side: str) -> str:
-    """The message's sentence naming the shards in both splits (the Hub's file names name both: datasets
-    loads such a file into each), "" when none."""
+def _in_both_text(both: list[str], what: str, side: str, hub: HubSplits | None = None) -> str:
+    """The message's sentence naming the shards in both splits (the Hub's file names name both, or two
+    splits' patterns of the dataset card's configs match them: datasets loads such a file into each),
+    "" when none."""
     if not both:
         return ""
+    if hub is not None and hub.source == CARD:
+        return (f"{len(both)} shard(s) are in both {what} and {side}, as the dataset card's data_files patterns of "
+                f"both splits match them and datasets.load_dataset loads such a file into each ({_names(both)}): "
+                "every row of them counts; fix the card's patterns so each file is in one split. ")
     return (f"{len(both)} shard(s) are in both {what} and {side}, as their names name both splits and "
             f"datasets.load_dataset loads such a file into each ({_names(both)}): every row of them counts; "
             "rename them so each names one split. ")

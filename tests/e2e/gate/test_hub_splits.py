@@ -654,5 +654,84 @@ def test_a_card_naming_only_the_training_split_says_there_is_nothing_to_compare(
     doc = json.loads(_audit(root, tmp_path).stdout)
     assert _checks(doc) == []
     assert _skip(doc, "dup.split_overlap") == [
-        "the only split holding shards is the training split 'train' (the dataset card's configs name no other split "
-        "that holds an audited shard): no evaluation split to compare it with"]
+        "the only split holding shards is 'train' (the dataset card's configs name no other split that holds an "
+        "audited shard): no other split to compare it with"]
+
+
+def _card_of(splits: dict[str, object], **config: object) -> str:
+    """A card whose default config names these splits' data_files (and ``config``'s other keys)."""
+    import yaml
+
+    conf = {"config_name": "default", "data_files": [{"split": k, "path": v} for k, v in splits.items()], **config}
+    return "---\n" + yaml.safe_dump({"configs": [conf]}) + "---\n"
+
+
+def test_a_card_pattern_naming_a_hidden_folder_says_how_to_read_it(tmp_path):
+    """datasets reads data/.extra/* when the card names it; discovery does not look into hidden
+    folders: the skipped entry names the glob and says to name the folder as a PATH, and with it
+    named the leak it holds is found."""
+    root = tmp_path / "repo"
+    train, test = _frame(0, 30), _frame(100, 110)
+    _write(root / "data" / "train-0.parquet", train)
+    _write(root / "data" / "test-0.parquet", test)
+    _write(root / "data" / ".extra" / "train-2.parquet", test.slice(0, 3))
+    (root / "README.md").write_text(_card_of({"train": ["data/train-*", "data/.extra/*"], "test": "data/test-*"}),
+                                    encoding="utf-8")
+    doc = json.loads(_audit(root, tmp_path).stdout)
+    (why,) = _skip(doc, "dup.split_overlap")
+    assert why.startswith("[splits] train: the glob 'data/.extra/*' matches no shard")
+    assert "it names hidden files or folders (.extra)" in why and "name them as PATHs too" in why
+    r = _audit(root, tmp_path, str(root / "data" / ".extra"))
+    doc = json.loads(r.stdout)
+    assert r.returncode == 1
+    (leak_f,) = [f for f in doc["findings"] if f["check"] == "dup.split_overlap"]
+    assert (leak_f["count"], leak_f["rows"]) == (3, [0, 1, 2])
+
+
+def test_shards_of_another_config_are_named_as_such(tmp_path):
+    """Configs en (default) and fr: load_dataset of the folder reads en only, so fr's files are
+    index.extra_shard, and the message names the config read and the others."""
+    import yaml
+
+    root = tmp_path / "repo"
+    for lang in ("en", "fr"):
+        _write(root / lang / "train.parquet", _frame(0, 20) if lang == "en" else _frame(50, 70))
+        _write(root / lang / "test.parquet", _frame(30, 35) if lang == "en" else _frame(80, 85))
+    confs = [{"config_name": lang, "data_files": [{"split": "train", "path": f"{lang}/train.parquet"},
+                                                  {"split": "test", "path": f"{lang}/test.parquet"}],
+              **({"default": True} if lang == "en" else {})} for lang in ("fr", "en")]
+    (root / "README.md").write_text("---\n" + yaml.safe_dump({"configs": confs}) + "---\n", encoding="utf-8")
+    doc = json.loads(_audit(root, tmp_path).stdout)
+    (x,) = [f for f in doc["findings"] if f["check"] == "index.extra_shard"]
+    assert x["shards"] == ["fr/test.parquet", "fr/train.parquet"]
+    assert "reads the default config 'en' only; if they are the files of another config of the card ('fr')" in x["message"]
+
+
+def test_a_shard_two_card_patterns_match_is_in_both_and_the_card_is_named(tmp_path):
+    root = tmp_path / "repo"
+    _write(root / "data" / "en" / "train.parquet", _frame(0, 20))
+    _write(root / "data" / "en" / "test.parquet", _frame(40, 45))
+    (root / "README.md").write_text(_card_of({"train": "**/*.parquet", "test": "data/en/test.parquet"}),
+                                    encoding="utf-8")
+    r = _audit(root, tmp_path)
+    doc = json.loads(r.stdout)
+    assert r.returncode == 1
+    (leak_f,) = [f for f in doc["findings"] if f["check"] == "dup.split_overlap"]
+    assert leak_f["count"] == 5 and leak_f["details"]["in_both_splits"] == ["data/en/test.parquet"]
+    assert "as the dataset card's data_files patterns of both splits match them" in leak_f["message"]
+    assert "fix the card's patterns so each file is in one split" in leak_f["message"]
+
+
+def test_a_card_whose_configs_cannot_be_used_says_so(leak, tmp_path):
+    """A card declaring configs whose YAML datacheck does not read (an alias): the splits are the
+    file names' (as before), and index.extra_shard says the card's configs were not used and why,
+    not to declare them."""
+    _write(leak / "data" / "extra-00000.parquet", _frame(100, 120))
+    (leak / "README.md").write_text(
+        "---\nbase: &b data/train-*\nconfigs:\n- config_name: default\n  data_files:\n  - split: train\n"
+        "    path: *b\n  - split: test\n    path: data/test-*\n---\n", encoding="utf-8")
+    doc = json.loads(_audit(leak, tmp_path).stdout)
+    (x,) = [f for f in doc["findings"] if f["check"] == "index.extra_shard"]
+    assert "from the Hub's file names" in x["message"]
+    assert ("The dataset card's configs were not used (the dataset card's YAML front matter does not parse (or uses "
+            "YAML aliases, which datacheck does not expand)): fix the card") in x["message"]

@@ -31,7 +31,7 @@ DATA_FILES = [
     [{"split": "train", "path": "**/*.parquet"}, {"split": "test", "path": "holdout/.*"}],
     [{"split": "train", "path": "*/part-?.parquet"}, {"split": "test", "path": "holdout/.hidden/*"}],
     [{"split": "train", "path": "__cache__/*"}, {"split": "test", "path": "*/part-7.parquet"}],
-    {"train": "./sft/*", "test": ["holdout/*", "top.csv"]},
+    [{"split": "train", "path": "./sft/*"}, {"split": "test", "path": ["holdout/*", "top.csv"]}],
     [{"split": "train", "path": "sft/*"}, {"split": "train_gen", "path": "sft/part-0.parquet"}],  # a file in two splits
 ]
 
@@ -142,6 +142,11 @@ def test_the_config_read_is_the_one_datasets_reads(configs, name):
     ([{"config_name": "default", "data_files": "sft/**.parquet"}], "'**' can only be an entire path component"),
     ([{"config_name": "default", "data_files": "nothing/*"}], "no audited shard is in a split"),
     ([{"data_files": "sft/*"}], "a config has no config_name"),
+    # forms sanitize_patterns takes but a card's configs may not hold (MetadataConfigs raises)
+    ([{"config_name": "default", "data_files": {"train": "sft/*", "test": "holdout/*"}}], "load_dataset raises"),
+    ([{"config_name": "default", "data_files": [{"split": "train-sft", "path": "sft/*"}]}], "load_dataset raises"),
+    ([{"config_name": "default", "data_files": ["sft/*", {"split": "test", "path": "holdout/*"}]}], "load_dataset raises"),
+    ([{"config_name": "default", "data_files": [{"split": "train", "path": "sft/*", "x": 1}]}], "load_dataset raises"),
 ])
 def test_a_card_whose_configs_give_no_splits_says_why(tmp_path, configs, words):
     _tree(tmp_path)
@@ -248,3 +253,42 @@ def test_a_card_whose_configs_give_none_leaves_the_file_names_rule(tmp_path):
     assert none.splits == {} and none.source == CARD
     assert none.note.startswith("the dataset card: none of its configs is the default (cola, sst2)")
     assert "one split only" in none.note
+
+
+@pytest.mark.parametrize("data_files", [
+    {"train": "sft/*", "test": "holdout/*"},
+    [{"split": "train-sft", "path": "sft/*"}],
+    ["sft/*", {"split": "test", "path": "holdout/*"}],
+], ids=["mapping", "dash", "mixed"])
+def test_data_files_the_loader_refuses_give_no_splits(tmp_path, data_files):
+    """The reference: load_dataset_builder of the folder raises on these cards."""
+    datasets = pytest.importorskip("datasets")
+    _tree(tmp_path)
+    card = _card(tmp_path, [{"config_name": "default", "data_files": data_files}])
+    with pytest.raises(ValueError):
+        datasets.load_dataset_builder(str(tmp_path))
+    got = card_splits(card, tmp_path, TREE)
+    assert got is not None and got.splits == {}
+
+
+def test_data_dir_alone_takes_the_file_names_under_it(tmp_path):
+    """A config with data_dir and no data_files: datasets infers the splits from the file names under
+    data_dir (v1/ is not read); the reference is load_dataset_builder of the folder."""
+    datasets = pytest.importorskip("datasets")
+    import polars as pl
+
+    paths = ["v1/test.parquet", "v1/train.parquet", "v2/test.parquet", "v2/train.parquet"]
+    for p in paths:
+        (tmp_path / p).parent.mkdir(parents=True, exist_ok=True)
+        pl.DataFrame({"text": [p]}).write_parquet(tmp_path / p)
+    _card(tmp_path, [{"config_name": "default", "data_dir": "v2"}])
+    builder = datasets.load_dataset_builder(str(tmp_path))
+    want = {str(k): sorted(Path(f).relative_to(tmp_path).as_posix() for f in v)
+            for k, v in builder.config.data_files.items()}
+    assert want == {"train": ["v2/train.parquet"], "test": ["v2/test.parquet"]}
+    got = loader_splits(tmp_path, paths)
+    assert got.source == CARD and _members(got, paths) == want
+    assert got.unloaded == ("v1/test.parquet", "v1/train.parquet")
+    # audited from v2/ itself: the same splits, moved there
+    sub = loader_splits(tmp_path / "v2", ["test.parquet", "train.parquet"])
+    assert _members(sub, ["test.parquet", "train.parquet"]) == {"train": ["train.parquet"], "test": ["test.parquet"]}
