@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 from gatehelp import cli  # noqa: E402
+from s3help import client, upload
 
 from datacheck.execute.audit import audit, audit_shards  # noqa: E402
 from datacheck.execute.cache import ShardCache  # noqa: E402
@@ -27,33 +28,10 @@ SAMPLE = ROOT / "sample_data"
 CONFIG = SAMPLE / "datacheck.toml"
 
 
-def _client(env: dict[str, str]):
-    """A boto3 S3 client of the moto server whose environment is ``env`` (:func:`s3_server`), given
-    explicitly: ``os.environ`` holds it only inside a test that asks for ``s3_endpoint``."""
-    import boto3
-
-    return boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-                        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"], aws_session_token=env["AWS_SESSION_TOKEN"],
-                        region_name=env["AWS_DEFAULT_REGION"])
-
-
-def _upload(env: dict[str, str], bucket: str, src: Path, prefix: str) -> list[str]:
-    s3 = _client(env)
-    existing = {b["Name"] for b in s3.list_buckets().get("Buckets", [])}
-    if bucket not in existing:
-        s3.create_bucket(Bucket=bucket)
-    keys = []
-    for f in sorted(p for p in src.rglob("*") if p.is_file()):
-        key = f"{prefix}/{f.relative_to(src).as_posix()}"
-        s3.put_object(Bucket=bucket, Key=key, Body=f.read_bytes())  # one part: the ETag is the MD5
-        keys.append(key)
-    return keys
-
-
 @pytest.fixture(scope="module")
 def _sample_uploaded(s3_server: dict[str, str]) -> str:
     """``sample_data`` uploaded once per module: its URL."""
-    _upload(s3_server, "datasets", SAMPLE, "sample")
+    upload(s3_server, "datasets", SAMPLE, "sample")
     return "s3://datasets/sample"
 
 
@@ -121,7 +99,7 @@ def test_process_executor_reads_s3(sample_url: str) -> None:
 def test_truncated_and_vanished_objects_are_unreadable(s3_server: dict[str, str], s3_endpoint: str,
                                                         tmp_path: Path) -> None:
     good = (SAMPLE / "lm_clean" / "train-00000-of-00002.parquet").read_bytes()
-    s3 = _client(s3_server)
+    s3 = client(s3_server)
     s3.create_bucket(Bucket="broken")
     s3.put_object(Bucket="broken", Key="d/cut.parquet", Body=good[: len(good) // 2])
     s3.put_object(Bucket="broken", Key="d/good.parquet", Body=good)

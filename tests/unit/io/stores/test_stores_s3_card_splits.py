@@ -9,37 +9,19 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from s3help import upload
 
 import datacheck
 from datacheck.io.cardsplits import CARD, store_card_splits
 
-CARD_TEXT = """---
-configs:
-- config_name: default
-  data_files:
-  - split: train
-    path: sft/*.parquet
-  - split: test
-    path: holdout/*.parquet
----
-# a dataset
-"""
+CARD_TEXT = ("---\nconfigs:\n- config_name: default\n  data_files:\n"
+             + "".join(f"  - split: {s}\n    path: {d}/*.parquet\n" for s, d in (("train", "sft"), ("test", "holdout")))
+             + "---\n# a dataset\n")
 
 
 def _frame(lo: int, hi: int) -> pl.DataFrame:
     return pl.DataFrame({"text": [f"sample number {i} about things" for i in range(lo, hi)],
                          "label": [i % 3 for i in range(lo, hi)]})
-
-
-def _upload(env: dict[str, str], bucket: str, src: Path, prefix: str) -> None:
-    import boto3
-
-    s3 = boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-                      aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"], aws_session_token=env["AWS_SESSION_TOKEN"],
-                      region_name=env["AWS_DEFAULT_REGION"])
-    s3.create_bucket(Bucket=bucket)
-    for f in sorted(p for p in src.rglob("*") if p.is_file()):
-        s3.put_object(Bucket=bucket, Key=f"{prefix}/{f.relative_to(src).as_posix()}", Body=f.read_bytes())
 
 
 @pytest.fixture
@@ -50,7 +32,7 @@ def repo(tmp_path: Path, s3_server: dict[str, str], s3_endpoint: str) -> tuple[P
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         df.write_parquet(root / rel)
     (root / "README.md").write_text(CARD_TEXT, encoding="utf-8")
-    _upload(s3_server, "cards", root, "repo")
+    upload(s3_server, "cards", root, "repo")
     return root, "s3://cards/repo", train, held
 
 
@@ -86,7 +68,7 @@ def test_s3_card_class_label_equals_local(tmp_path, s3_server, s3_endpoint):
         "---\ndataset_info:\n  features:\n  - name: text\n    dtype: string\n  - name: label\n    dtype:\n"
         "      class_label:\n        names:\n          '0': neg\n          '1': neu\n          '2': pos\n---\n",
         encoding="utf-8")
-    _upload(s3_server, "cardcls", root, "cls")
+    upload(s3_server, "cardcls", root, "cls")
     local, remote = datacheck.audit(str(root)), datacheck.audit("s3://cardcls/cls")
     assert local.label_facts["names"] == ["neg", "neu", "pos"]
     assert remote.label_facts == local.label_facts

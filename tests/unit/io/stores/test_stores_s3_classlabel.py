@@ -12,24 +12,13 @@ import datasets as hf
 import pyarrow.parquet as pq
 import pytest
 from checkhelp import one
+from s3help import upload
 
 import datacheck
 
 NER = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"]
 POS = [f"P{i}" for i in range(47)]
 TAGS = [[3, 0, 7, 0], [1, 2], [5, 0]]
-
-
-def _upload(env: dict[str, str], bucket: str, src: Path, prefix: str) -> None:
-    """Every file under ``src`` put into ``bucket`` under ``prefix`` (a boto3 client of the moto server)."""
-    import boto3
-
-    s3 = boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-                      aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"], aws_session_token=env["AWS_SESSION_TOKEN"],
-                      region_name=env["AWS_DEFAULT_REGION"])
-    s3.create_bucket(Bucket=bucket)
-    for f in sorted(p for p in src.rglob("*") if p.is_file()):
-        s3.put_object(Bucket=bucket, Key=f"{prefix}/{f.relative_to(src).as_posix()}", Body=f.read_bytes())
 
 
 def _finding_keys(rep) -> list[tuple]:
@@ -51,7 +40,7 @@ def local_and_url(tmp_path: Path, s3_server: dict[str, str], s3_endpoint: str) -
     hf.Dataset.from_dict({"tokens": [[f"w{i}" for i in range(len(r))] for r in TAGS],
                           "pos_tags": [[min(t, 46) for t in r] for r in TAGS], "ner_tags": TAGS},
                          features=feats).save_to_disk(str(root / "ner" / "train"))
-    _upload(s3_server, "classes", root, "data")
+    upload(s3_server, "classes", root, "data")
     return root, "s3://classes/data"
 
 
