@@ -387,12 +387,15 @@ def _lay_out(seeds: Path, case: Path, work: Path, target: str, rel: str, data: b
 _BINARY_SUFFIXES = (".parquet", ".arrow", ".gz", ".zst", ".zstd", ".mds", ".tar", ".bin", ".idx")
 
 
-def mutants(n: int, seed: int, seeds: Path):
-    """The fixed corpus: ``n`` seeded mutants cycling over :data:`TARGETS`, as (index, target, relative
-    path, mutated bytes of that file of ``seeds``). They depend only on ``seed``, ``n`` and the seed files."""
+def mutants(n: int, seed: int, seeds: Path, targets: list[tuple[str, str]] | None = None):
+    """The fixed corpus: ``n`` seeded mutants cycling over ``targets`` (:data:`TARGETS`), as (index,
+    target, relative path, mutated bytes of that file of ``seeds``). They depend only on ``seed``,
+    ``n``, the targets and the seed files (a target added changes every mutant after its first one:
+    an earlier campaign's inputs are made again with the targets it had)."""
+    targets = TARGETS if targets is None else targets
     rng = random.Random(seed)
     for k in range(n):
-        target, rel = TARGETS[k % len(TARGETS)]
+        target, rel = targets[k % len(targets)]
         data = (seeds / rel).read_bytes()
         yield k, target, rel, mutate(data, rng, not rel.endswith(_BINARY_SUFFIXES))
 

@@ -135,15 +135,18 @@ def _expect(case: str, rc: int, out: str, err: str) -> None:
 #: index -> target (a corrupt deflate block in a WebDataset ``.json.gz`` member; a parquet footer
 #: counting rows its row groups do not decode to)
 CAMPAIGN_FINDS = {2237: "wds_tar", 2670: "parquet"}
+#: the targets that campaign cycled over (the ``dataset_card`` target came later)
+CAMPAIGN_TARGETS_LEFT_OUT = ("dataset_card",)
 
 
 @pytest.mark.slow
 def test_campaign_finds_stay_fixed(tmp_path):
-    from fuzzlib import _lay_out, make_seeds, mutants
+    from fuzzlib import TARGETS, _lay_out, make_seeds, mutants
 
     seeds = tmp_path / "seed"
     make_seeds(seeds)
-    for k, target, rel, data in mutants(max(CAMPAIGN_FINDS) + 1, 1, seeds):
+    then = [t for t in TARGETS if t[0] not in CAMPAIGN_TARGETS_LEFT_OUT]
+    for k, target, rel, data in mutants(max(CAMPAIGN_FINDS) + 1, 1, seeds, then):
         if k not in CAMPAIGN_FINDS:
             continue
         assert target == CAMPAIGN_FINDS[k], "the fuzz corpus changed: update CAMPAIGN_FINDS"
