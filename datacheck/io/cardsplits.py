@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from datacheck.io.cardpath import CARD_NAME, card_path
-from datacheck.io.hfmeta import MAX_README_BYTES, card_declares_configs, card_front_text, front_of, parse_front
+from datacheck.io.hfmeta import MAX_README_BYTES, card_front_text, declares_configs, front_of, parse_front
 from datacheck.io.hubsplits import MAX_GLOBS, HubSplits, SplitGlobs, glob_literal, glob_matches, hub_splits
 from datacheck.io.stores import filesystem
 
@@ -172,8 +172,6 @@ def card_splits(card: str | os.PathLike[str], root: str | os.PathLike[str], path
     """The splits the dataset card ``card`` declares for the shards ``paths`` (POSIX paths relative
     to the audited folder ``root``), by the module docstring's rule; None when the card declares
     no ``configs`` (or cannot be read: then ``load_dataset`` would not read its configs either)."""
-    if not card_declares_configs(Path(card)):
-        return None
     front = card_front_text(Path(card))
     if front is None:
         return None
@@ -209,12 +207,12 @@ def front_splits(front: str, here: str, paths: Sequence[str]) -> HubSplits | Non
     """The splits a card's front matter (:func:`datacheck.io.hfmeta.card_front_text`) declares for the
     shards ``paths`` under the audited folder ``here`` (its POSIX path relative to the card's folder),
     by the module docstring's rule; None when it declares no ``configs`` or does not parse."""
+    if not declares_configs(front):
+        return None  # no configs at its top level: the YAML (features of many configs, ...) is not parsed
     meta = parse_front(front)
     if meta is None:
-        if any(line.startswith("configs:") for line in front.splitlines()):
-            return HubSplits(source=CARD, note="the dataset card's YAML front matter does not parse (or uses YAML "
-                                               "aliases, which datacheck does not expand)")
-        return None
+        return HubSplits(source=CARD, note="the dataset card's YAML front matter does not parse (or uses YAML "
+                                           "aliases, which datacheck does not expand)")
     if "configs" not in meta:
         return None
     chosen, why = card_config(meta["configs"])

@@ -22,7 +22,7 @@ from datacheck.model.errors import UsageError
 __all__ = ["STATE_NAME", "DATASET_DICT_NAME", "INFO_NAME", "HfState", "HfDatasetDict", "parse_state", "read_state", "features_of_info_json",
            "hf_data_files", "read_dataset_dict", "class_label_names", "tag_label_names", "is_list_feature",
            "features_of_schema_metadata",
-           "read_info_features", "README_NAME", "readme_features", "card_declares_configs", "card_front_text",
+           "read_info_features", "README_NAME", "readme_features", "declares_configs", "card_front_text",
            "front_of", "front_features", "parse_front"]
 
 #: File name of a split's state in a ``save_to_disk`` folder.
@@ -268,13 +268,11 @@ README_NAME = CARD_NAME
 MAX_README_BYTES = 4 << 20
 
 
-def card_declares_configs(path: Path) -> bool:
-    """Whether a dataset card (``path``, a ``README.md``) declares ``configs`` in its YAML front matter
-    (:func:`card_front_text`; a line ``configs:`` at the top level of it): then ``load_dataset`` takes
-    each split's files from their ``data_files``, not from the Hub's file-name rule
-    (:mod:`datacheck.io.hubsplits`). False when the card has no front matter or it cannot be read;
-    never an exception."""
-    front = card_front_text(path)
+def declares_configs(front: str | None) -> bool:
+    """Whether a dataset card's front matter (:func:`card_front_text`, :func:`front_of`; None: none)
+    declares ``configs`` (a line ``configs:`` at its top level): then ``load_dataset`` takes each
+    split's files from their ``data_files`` (:mod:`datacheck.io.cardsplits`), not from the Hub's
+    file-name rule (:mod:`datacheck.io.hubsplits`). A line test: the YAML is not parsed."""
     return front is not None and any(line.startswith("configs:") for line in front.splitlines())
 
 

@@ -1,10 +1,15 @@
-"""Whether a dataset card declares ``configs`` (datacheck/io/hfmeta.py ``card_declares_configs``):
-then ``load_dataset`` reads their ``data_files``, not the files the Hub's file-name rule names."""
+"""Whether a dataset card declares ``configs`` (datacheck/io/hfmeta.py ``card_front_text`` and
+``declares_configs``): then ``load_dataset`` reads their ``data_files``, not the files the Hub's
+file-name rule names."""
 from __future__ import annotations
 
 import pytest
 
-from datacheck.io.hfmeta import MAX_README_BYTES, card_declares_configs
+from datacheck.io.hfmeta import MAX_README_BYTES, card_front_text, declares_configs
+
+
+def card_declares_configs(path) -> bool:
+    return declares_configs(card_front_text(path))
 
 PUSH_TO_HUB = "---\nconfigs:\n- config_name: default\n  data_files:\n  - split: train\n    path: data/train-*\n---\n"
 
