@@ -10,17 +10,21 @@ here is ``datasets``' own, encoded from its source (``huggingface/datasets`` 2.1
 ``datasets`` itself is not imported:
 
 - the config read is the one ``load_dataset(path)`` reads without a config name: the only config,
-  else the one named ``default``, else the one marked ``default: true``; none when several are
+  else the one named ``default``, else the one whose ``default`` is true; none when several are
   candidates or none is (``load_dataset`` then asks for a name);
-- its ``data_files`` is a pattern (split ``train``), a list of patterns (split ``train``), a list
-  of ``{split, path}`` (``path`` a pattern or a list of them; a split named twice is an error) or
-  a mapping ``{split: pattern or list}``;
+- its ``data_files`` is a pattern (split ``train``), a list of patterns (split ``train``) or a list
+  of ``{split, path}`` (``path`` a pattern or a list of them; split names as ``train_sft``, no
+  ``-``; a split named twice, a mapping or patterns mixed with ``{split, path}`` entries: none, as
+  ``load_dataset`` raises on them); a config with a ``data_dir`` and no ``data_files`` takes the
+  file names' rule (:func:`datacheck.io.hubsplits.hub_splits`) under ``data_dir``;
 - a pattern is relative to the card's folder (joined with the config's ``data_dir`` when it has
   one); ``*`` and ``?`` match within one path component, a component ``**`` any number of
   components (a ``**`` inside a component is an error), ``[...]`` a character class; a file in a
   folder or with a name that starts with ``.`` or ``__`` is matched only when the pattern names as
   many such parts (``_is_unrequested_hidden_file_or_is_inside_unrequested_hidden_dir``,
-  ``_is_inside_unrequested_special_dir``).
+  ``_is_inside_unrequested_special_dir``);
+- the front matter is found as ``huggingface_hub``'s ``DatasetCard.load`` finds it
+  (:func:`datacheck.io.hfmeta.front_of`), and parsed only when a line of it starts with ``configs:``.
 
 In an object store the card read is the one at the audited prefix (:func:`store_card_splits`).
 The audited shards' paths (relative to the audited folder, which may lie below the card's) are
@@ -30,17 +34,18 @@ the audited folder (the card's path to that folder taken off its front) when tha
 exactly the split's shards under ``[splits]``' rule (:func:`datacheck.io.hubsplits.glob_matches`,
 whose ``*`` also crosses ``/``), else the literal paths of its shards. Splits none of whose
 patterns matches an audited shard are left out (an audit of ``data/train/`` below a card that also
-names ``data/test/``). Shards in no split are :attr:`~datacheck.io.hubsplits.HubSplits.unloaded` (``load_dataset`` would not
-read them).
+names ``data/test/``). Shards in no split are :attr:`~datacheck.io.hubsplits.HubSplits.unloaded`
+(``load_dataset`` would not read them).
 
-No splits are given (:attr:`~datacheck.io.hubsplits.HubSplits.note` says why; :func:`loader_splits` then
-takes the file names' rule) when the card's ``configs`` cannot be read
-as ``datasets`` reads them (not a list, a config without ``config_name``, malformed
-``data_files``), no config is the default, the default config names no ``data_files`` (``datasets``
-then infers its files from their names under its ``data_dir``), a pattern is no relative path (a URL,
-an absolute path) or is invalid, the config names over :data:`datacheck.io.hubsplits.MAX_GLOBS`
-patterns (each is matched against every shard) or a split's list of literal paths would exceed it, or no audited shard is in any split (the card is not
-about these shards).
+No splits are given (:attr:`~datacheck.io.hubsplits.HubSplits.note` says why; :func:`loader_splits`
+then takes the file names' rule and keeps the reason in ``card_note``) when the card's YAML does not
+parse or uses aliases, its ``configs`` cannot be read as ``datasets`` reads them (not a list, a
+config without ``config_name``, ``data_files`` it refuses), no config is the default, the default
+config names neither ``data_files`` nor ``data_dir`` (``datasets`` then infers its files from their
+names: the file names' rule), a pattern is no relative path (a URL, an absolute path) or is invalid,
+the config names over :data:`datacheck.io.hubsplits.MAX_GLOBS` patterns (each is matched against
+every shard) or a split's list of literal paths would exceed it, or no audited shard is in any split
+(the card is not about these shards).
 """
 from __future__ import annotations
 
