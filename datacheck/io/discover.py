@@ -161,6 +161,10 @@ class Discovery:
     ignored: list[str] = field(default_factory=list)  # files that are not shards (metadata, unknown ext)
     #: the ignored files that look like data: ``{"path": rel, "reason": ...}`` (the report's ``ignored``)
     ignored_data: list[dict[str, str]] = field(default_factory=list)
+    #: :meth:`hub_splits` for the shards and ignored files it was worked out from (the card is read,
+    #: in an object store fetched, once an audit, not once per caller)
+    _loader: tuple[tuple[tuple[str, ...], tuple[str, ...]], HubSplits] | None = field(
+        default=None, repr=False, compare=False)
 
     def shard_lists(self) -> list[str]:
         """The shard lists (``state.json``, ``index.json``, and a ``DatasetDict``'s
@@ -194,9 +198,15 @@ class Discovery:
         if any(p.rpartition("/")[2] == DATASET_DICT_NAME for p in self.ignored):
             return HubSplits()
         rels = [s.rel for s in self.shards]
+        key = (tuple(rels), tuple(self.ignored))
+        if self._loader is not None and self._loader[0] == key:
+            return self._loader[1]
         if self.url_root is not None:  # the card at the prefix, when its listing holds one (no request otherwise)
-            return loader_splits(None, rels, url_root=self.url_root if CARD_NAME in self.ignored else None)
-        return loader_splits(self.root, rels)
+            got = loader_splits(None, rels, url_root=self.url_root if CARD_NAME in self.ignored else None)
+        else:
+            got = loader_splits(self.root, rels)
+        self._loader = (key, got)
+        return got
 
 
 def _abs(p: Path) -> Path:
