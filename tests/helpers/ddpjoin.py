@@ -64,4 +64,22 @@ def join_rank(rank: int, world: int, rendezvous: str, root: str, mode: str, epoc
         with contextlib.suppress(Exception):
             if done:
                 dist.barrier()
+                # every process's work is whole (its ledger closed, met.json written): gloo's teardown
+                # once aborted a process after this point under load ("terminate called without an
+                # active exception"); :func:`spawn_join` tells that from a failure of the run
+                (Path(root) / f"done-{rank}").touch()
         dist.destroy_process_group()
+
+
+def spawn_join(world: int, root: Path, mode: str, epochs: int) -> None:
+    """:func:`join_rank` in ``world`` processes (``torch.multiprocessing.spawn``). A process killed by
+    SIGABRT after every process marked its work done (``done-RANK``, after the closing barrier: gloo
+    aborting in ``destroy_process_group`` under load) is not a failure of the run; any other is raised."""
+    import torch
+
+    try:
+        torch.multiprocessing.spawn(join_rank, args=(world, str(root / "rendezvous"), str(root), mode, epochs),
+                                    nprocs=world, join=True)
+    except torch.multiprocessing.ProcessExitedException as exc:
+        if exc.signal_name != "SIGABRT" or not all((root / f"done-{r}").exists() for r in range(world)):
+            raise

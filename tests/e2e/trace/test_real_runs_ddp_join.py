@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from ddpjoin import SHARES, join_rank, rows_of
+from ddpjoin import SHARES, rows_of, spawn_join
 
 from datacheck.execute.plan import rows_of_step
 from datacheck.io.ledger import read_ledger
@@ -28,8 +28,7 @@ def _own(rank: int) -> list[list[int]]:
 
 @pytest.mark.parametrize("mode", ["run", "epoch"])
 def test_which_batches_meet_under_join(tmp_path, mode):
-    torch.multiprocessing.spawn(join_rank, args=(2, str(tmp_path / "rendezvous"), str(tmp_path), mode, EPOCHS),
-                                nprocs=2, join=True)
+    spawn_join(2, tmp_path, mode, EPOCHS)
     met = json.loads((tmp_path / "met.json").read_text())
     own = {p: _own(p) for p in (0, 1)}
     assert len(met) == len(own[0]) == EPOCHS * SHARES[0]
