@@ -136,8 +136,11 @@ def with_declared_splits(cfg: Config, disc: Discovery, *, against: bool = False)
     written in the config."""
     if cfg.splits:
         return cfg
-    declared, source = disc.splits_given(infer=cfg.dataset.infer_splits and not against)
-    return cfg.with_data_splits(declared, source) if declared and source is not None else cfg
+    infer = cfg.dataset.infer_splits and not against
+    declared, source = disc.splits_given(infer=infer)
+    if not declared or source is None:
+        return cfg
+    return cfg.with_data_splits(declared, source, card_note=disc.card_note(infer) if source == "hub_names" else None)
 
 
 def check_contract(cfg: Config, config_path: str | None) -> None:

@@ -38,7 +38,9 @@ names ``data/test/``). Shards in no split are :attr:`~datacheck.io.hubsplits.Hub
 (``load_dataset`` would not read them).
 
 No splits are given (:attr:`~datacheck.io.hubsplits.HubSplits.note` says why; :func:`loader_splits`
-then takes the file names' rule and keeps the reason in ``card_note``) when the card's YAML does not
+then takes the file names' rule and keeps the reason in ``card_note``) when the card is not UTF-8
+(``DatasetCard.load`` reads the whole file as ``utf-8-sig`` and raises, and ``load_dataset`` with it:
+:func:`datacheck.io.hfmeta.card_text_problem`), the card's YAML does not
 parse or uses aliases, its ``configs`` cannot be read as ``datasets`` reads them (not a list, a
 config without ``config_name``, ``data_files`` it refuses), no config is the default, the default
 config names neither ``data_files`` nor ``data_dir`` (``datasets`` then infers its files from their
@@ -58,11 +60,11 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from datacheck.io.cardpath import CARD_NAME, card_path
-from datacheck.io.hfmeta import MAX_README_BYTES, card_front_text, declares_configs, front_of, parse_front
+from datacheck.io.hfmeta import MAX_README_BYTES, card_of, declares_configs, parse_front, read_card
 from datacheck.io.hubsplits import MAX_GLOBS, HubSplits, SplitGlobs, glob_literal, glob_matches, hub_splits
 from datacheck.io.stores import filesystem
 
-__all__ = ["CARD", "card_splits", "store_card_splits", "store_card_front", "front_splits", "card_config", "loader_splits",
+__all__ = ["CARD", "card_splits", "store_card_splits", "store_card_front", "store_card", "unreadable_card", "front_splits", "card_config", "loader_splits",
            "dataset_loader_splits", "pattern_matches"]
 
 #: ``datasets.Split.TRAIN``: the split of a ``data_files`` given as a pattern or a list of them
@@ -176,36 +178,54 @@ def pattern_matches(path: str, pattern: str) -> bool:
 def card_splits(card: str | os.PathLike[str], root: str | os.PathLike[str], paths: Sequence[str]) -> HubSplits | None:
     """The splits the dataset card ``card`` declares for the shards ``paths`` (POSIX paths relative
     to the audited folder ``root``), by the module docstring's rule; None when the card declares
-    no ``configs`` (or cannot be read: then ``load_dataset`` would not read its configs either)."""
-    front = card_front_text(Path(card))
+    no ``configs`` or cannot be read (no splits, and the reason, when ``DatasetCard.load`` would raise
+    on it: :func:`unreadable_card`)."""
+    front, problem = read_card(Path(card))
+    if problem is not None:
+        return unreadable_card(problem)
     if front is None:
         return None
     here = os.path.relpath(os.path.abspath(os.fspath(root)), os.path.dirname(os.path.abspath(os.fspath(card))))
     return front_splits(front, here.replace(os.sep, "/"), paths)
 
 
+def unreadable_card(problem: str) -> HubSplits:
+    """No splits, and why, for a dataset card ``DatasetCard.load`` raises on (``problem``:
+    :func:`datacheck.io.hfmeta.card_text_problem`): ``load_dataset`` of the folder fails on it, its
+    ``configs`` are read by nobody (the file names' rule then stands in, the reason kept)."""
+    return HubSplits(source=CARD, note=problem)
+
+
 def store_card_splits(url_root: str, paths: Sequence[str]) -> HubSplits | None:
     """:func:`card_splits` of the dataset card at an object-store prefix (``url_root/README.md``, at
     most :data:`datacheck.io.hfmeta.MAX_README_BYTES` read; the Hub keeps its card at the
     repository's root, the prefix an ``hf://datasets/...`` audit names), for the shards ``paths``
-    (relative to the prefix). None when there is none, it cannot be read (any store error: the card
+    (relative to the prefix). None when there is none, it cannot be fetched (any store error: the card
     is one more declaration, never a reason for the audit to stop) or declares no ``configs``.
     A card above the prefix is not looked for (one listing per folder up, on every audit)."""
-    front = store_card_front(url_root)
+    front, problem = store_card(url_root)
+    if problem is not None:
+        return unreadable_card(problem)
     return front_splits(front, ".", paths) if front is not None else None
 
 
 def store_card_front(url_root: str) -> str | None:
     """The front matter (:func:`datacheck.io.hfmeta.front_of`) of the dataset card at an object-store
-    prefix (``url_root/README.md``, at most :data:`datacheck.io.hfmeta.MAX_README_BYTES` read), or
-    None when there is none or it cannot be read (any store error: a card is one more declaration,
-    never a reason for the audit to stop)."""
+    prefix: :func:`store_card`'s front matter."""
+    return store_card(url_root)[0]
+
+
+def store_card(url_root: str) -> tuple[str | None, str | None]:
+    """(front matter, problem) (:func:`datacheck.io.hfmeta.card_of`) of the dataset card at an
+    object-store prefix (``url_root/README.md``, at most :data:`datacheck.io.hfmeta.MAX_README_BYTES`
+    + 1 bytes read); (None, None) when there is none or it cannot be fetched (any store error: a card
+    is one more declaration, never a reason for the audit to stop)."""
     try:
         fs, key = filesystem(url_root.rstrip("/") + "/" + CARD_NAME)
         raw = fs.cat_file(key, start=0, end=MAX_README_BYTES + 1)
     except Exception:  # noqa: BLE001 - a missing or unreadable card declares nothing
-        return None
-    return front_of(raw)
+        return None, None
+    return card_of(raw)
 
 
 def front_splits(front: str, here: str, paths: Sequence[str]) -> HubSplits | None:

@@ -189,6 +189,14 @@ class Discovery:
         hub = self.hub_splits() if infer else HubSplits()
         return hub.splits, hub.source if hub.splits else None
 
+    def card_note(self, infer: bool = True) -> str | None:
+        """Why the dataset card's ``configs`` were not used when the file names' rule gave the splits
+        (:attr:`~datacheck.io.hubsplits.HubSplits.card_note`: a card not UTF-8, YAML that does not
+        parse, ...); None otherwise."""
+        if not infer or declared_splits(self.root, self.ignored)[0]:
+            return None
+        return self.hub_splits().card_note
+
     def hub_splits(self) -> HubSplits:
         """The splits ``datasets.load_dataset`` of the folder gives the shards
         (:func:`datacheck.io.cardsplits.loader_splits`: those of the dataset card's ``configs`` when

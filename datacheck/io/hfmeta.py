@@ -10,6 +10,7 @@ Used by discovery (which ``.arrow`` files are shards), the shipped-list check of
 """
 from __future__ import annotations
 
+import codecs
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,8 @@ from datacheck.model.errors import UsageError
 __all__ = ["STATE_NAME", "DATASET_DICT_NAME", "INFO_NAME", "HfState", "HfDatasetDict", "parse_state", "read_state", "features_of_info_json",
            "hf_data_files", "read_dataset_dict", "class_label_names", "tag_label_names", "is_list_feature",
            "features_of_schema_metadata",
-           "read_info_features", "README_NAME", "readme_features", "declares_configs", "card_front_text",
+           "read_info_features", "README_NAME", "readme_features", "declares_configs", "card_front_text", "read_card", "card_of",
+           "card_text_problem",
            "front_of", "front_features", "parse_front"]
 
 #: File name of a split's state in a ``save_to_disk`` folder.
@@ -277,18 +279,63 @@ def declares_configs(front: str | None) -> bool:
 
 
 def card_front_text(path: Path) -> str | None:
-    """The YAML front matter of a dataset card (``path``, a ``README.md``): :func:`front_of` its
-    first :data:`MAX_README_BYTES` bytes. None when the file is absent, not a regular file,
-    unreadable or has no front matter within them (never an exception: the card is inside the data)."""
+    """The YAML front matter of a dataset card (``path``, a ``README.md``): :func:`read_card`'s front
+    matter. None when the file is absent, not a regular file, unreadable, not text ``DatasetCard.load``
+    reads (:func:`card_text_problem`) or has no front matter within its first :data:`MAX_README_BYTES`
+    bytes (never an exception: the card is inside the data)."""
+    return read_card(path)[0]
+
+
+def read_card(path: Path) -> tuple[str | None, str | None]:
+    """(front matter, problem) of the dataset card ``path`` (a ``README.md``): :func:`card_of` its first
+    :data:`MAX_README_BYTES` bytes; (None, None) when the file is absent, not a regular file or
+    unreadable (never an exception: the card is inside the data)."""
     p = Path(path)
     try:
         if not p.is_file():
-            return None
+            return None, None
         with open(p, "rb") as f:
-            raw = f.read(MAX_README_BYTES)
+            raw = f.read(MAX_README_BYTES + 1)
     except (OSError, ValueError):
-        return None
-    return front_of(raw)
+        return None, None
+    return card_of(raw)
+
+
+def card_of(raw: bytes) -> tuple[str | None, str | None]:
+    """(front matter, problem) of a dataset card's first bytes ``raw`` (:data:`MAX_README_BYTES` + 1 of
+    them read: one more than the bound tells a card that goes on): the front matter
+    (:func:`front_of`) when ``DatasetCard.load`` reads the card, else (None, why it raises:
+    :func:`card_text_problem`)."""
+    problem = card_text_problem(raw[:MAX_README_BYTES], complete=len(raw) <= MAX_README_BYTES)
+    if problem is not None:
+        return None, problem
+    return front_of(raw), None
+
+
+#: byte order marks a text editor writes before UTF-32 and UTF-16 text (UTF-32's first: its little-endian
+#: mark starts with UTF-16's), as ``iconv`` names the encodings (the Unicode Standard, 23.8 "Specials")
+_OTHER_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32LE"), (b"\x00\x00\xfe\xff", "UTF-32BE"),
+               (b"\xff\xfe", "UTF-16LE"), (b"\xfe\xff", "UTF-16BE"))
+
+
+def card_text_problem(raw: bytes, complete: bool = True) -> str | None:
+    """Why (a sentence naming the card, the first bad byte and the fix) ``huggingface_hub``'s ``DatasetCard.load`` raises ``UnicodeDecodeError`` on a card of these
+    bytes (it reads the whole file as ``utf-8-sig``; ``datasets.load_dataset`` of a folder loads its
+    ``README.md`` so, and fails with it), or None when they are UTF-8 (a leading UTF-8 byte order mark
+    allowed). ``complete``: ``raw`` is the whole card (False: its first bytes; a character cut at their
+    end is no problem). A UTF-16 or UTF-32 card (a Windows editor's "Unicode" save) is named by its
+    byte order mark, with the ``iconv`` call that re-encodes it."""
+    fails = "load_dataset of its folder raises UnicodeDecodeError reading it"
+    for bom, name in _OTHER_BOMS:
+        if raw.startswith(bom):
+            return (f"the dataset card {CARD_NAME} is {name} text (byte order mark {bom.hex(' ')}), not UTF-8: {fails}; "
+                    f"re-encode it: iconv -f {name} -t UTF-8 {CARD_NAME}")
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(raw, final=complete)
+    except UnicodeDecodeError as exc:
+        return (f"the dataset card {CARD_NAME} is not UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start}): "
+                f"{fails}; re-encode it as UTF-8")
+    return None
 
 
 #: ``huggingface_hub.repocard.REGEX_YAML_BLOCK`` (how ``DatasetCard.load`` finds the front matter):

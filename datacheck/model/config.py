@@ -665,12 +665,15 @@ class Config(_Section):
     #: :data:`SPLIT_SOURCES`' values; None: the config's own (or none)
     _split_source: str | None = PrivateAttr(default=None)
 
-    def with_data_splits(self, splits: dict[str, str | list[str]], source: str) -> Config:
+    def with_data_splits(self, splits: dict[str, str | list[str]], source: str, card_note: str | None = None) -> Config:
         """This config with ``[splits] = splits`` the data gave (``source``: ``"dataset_dict"``, a
-        ``DatasetDict``'s ``dataset_dict.json``, or ``"hub_names"``, the Hub's file names), which is
-        kept for the config line (:meth:`default_changes`)."""
+        ``DatasetDict``'s ``dataset_dict.json``, ``"card_configs"``, the dataset card's ``configs``, or
+        ``"hub_names"``, the Hub's file names), which is kept for the config line
+        (:meth:`default_changes`), with ``card_note``: why a dataset card's ``configs`` were not used
+        (:attr:`datacheck.io.hubsplits.HubSplits.card_note`; the file names gave the splits)."""
         out = self.model_copy(update={"splits": splits})
-        out._split_source = SPLIT_SOURCES[source]
+        out._split_source = SPLIT_SOURCES[source] + (f" (the dataset card set aside: {card_note})"
+                                                     if card_note else "")
         return out
 
     def set_beyond_defaults(self) -> bool:

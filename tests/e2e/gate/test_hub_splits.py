@@ -735,3 +735,47 @@ def test_a_card_whose_configs_cannot_be_used_says_so(leak, tmp_path):
     assert "from the Hub's file names" in x["message"]
     assert ("The dataset card's configs were not used (the dataset card's YAML front matter does not parse (or uses "
             "YAML aliases, which datacheck does not expand)): fix the card") in x["message"]
+
+
+@pytest.mark.parametrize(("encoding", "named"), [
+    ("utf-16", "is UTF-16LE text (byte order mark ff fe), not UTF-8"),  # Python's utf-16 writes a little-endian BOM
+    ("utf-16-be", None),  # no byte order mark: named by its first byte that is not UTF-8
+    ("latin-1", None),  # the front matter ASCII, the body's "æ" not UTF-8
+])
+def test_a_card_load_dataset_cannot_read_is_said_not_passed_silently(tmp_path, encoding, named):
+    """A new user's trial: the card of test_the_card_configs_are_the_splits_load_dataset_reads saved as
+    UTF-16 (or with one Latin-1 byte in its body) was set aside without a word, the leak it declares a
+    warning. load_dataset raises on such a card (asserted here with datasets itself), so its configs
+    give no splits: dup.split_overlap is skipped, and the reason names the card, its first bad byte
+    (the offset datasets reports) and the fix."""
+    datasets = pytest.importorskip("datasets")
+    root = tmp_path / "repo"
+    train = _frame(0, 60)
+    _write(root / "sft" / "part-0.parquet", train)
+    _write(root / "holdout" / "part-0.parquet", pl.concat([_frame(100, 110), train.slice(5, 7)]))
+    raw = (CARD_SFT + "\n# Dansk sætninger\n").encode(encoding)
+    if encoding == "utf-16-be":
+        raw = raw.decode("utf-16-be").encode("utf-16-be")  # no BOM: "---" starts with a NUL byte
+    (root / "README.md").write_bytes(raw)
+    with pytest.raises(UnicodeDecodeError) as exc:
+        datasets.load_dataset(str(root))
+    r = _audit(root, tmp_path)
+    doc = json.loads(r.stdout)
+    assert r.returncode == 0 and doc["summary"]["status"] == "warn"  # the leak is dup.exact_across_shards only
+    (reason,) = _skip(doc, "dup.split_overlap")
+    assert "README.md" in reason and "load_dataset of its folder raises UnicodeDecodeError" in reason
+    if named:
+        assert named in reason and "iconv -f UTF-16LE -t UTF-8 README.md" in reason
+    else:
+        assert f"byte 0x{raw[exc.value.start]:02x} at offset {exc.value.start}" in reason
+    # the same card beside Hub-named shards: the file names give the splits (the leak an error), and
+    # the config line says the card was set aside, and why
+    hub = tmp_path / "hub"
+    _write(hub / "data" / "train-00000-of-00001.parquet", train)
+    _write(hub / "data" / "test-00000-of-00001.parquet", train.slice(0, 5))
+    (hub / "README.md").write_bytes(raw)
+    text = _audit_bare(hub, tmp_path, fmt="text").stdout
+    assert text.splitlines()[1].startswith("config: none (the defaults changed by the splits the Hub's file names "
+                                           "give (the dataset card set aside: the dataset card README.md ")
+    doc = json.loads(_audit_bare(hub, tmp_path).stdout)
+    assert [f["count"] for f in doc["findings"] if f["check"] == "dup.split_overlap"] == [5]

@@ -74,3 +74,21 @@ def test_s3_card_class_label_equals_local(tmp_path, s3_server, s3_endpoint):
     assert remote.label_facts == local.label_facts
     (f,) = [f for f in remote.findings if f.check == "labels.unseen_class"]
     assert f.details["unseen"] == ["neu"]
+
+
+def test_a_utf16_card_in_a_store_is_said_as_a_local_one(tmp_path, s3_server, s3_endpoint):
+    """The repository above with its card saved as UTF-16 (load_dataset raises on it): no splits from
+    it, locally or at the store's prefix, and dup.split_overlap's skipped entry says why, the same words."""
+    root = tmp_path / "u16"
+    train, held = _frame(0, 40), pl.concat([_frame(100, 108), _frame(0, 40).slice(3, 6)])
+    for rel, df in (("sft/part-0.parquet", train), ("holdout/part-0.parquet", held)):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        df.write_parquet(root / rel)
+    (root / "README.md").write_bytes(CARD_TEXT.encode("utf-16"))
+    upload(s3_server, "cards16", root, "u16")
+    reasons = []
+    for rep in (datacheck.audit(str(root)), datacheck.audit("s3://cards16/u16")):
+        assert "dup.split_overlap" not in [f.check for f in rep.findings]
+        reasons.append([s["reason"] for s in rep.skipped if s["check"] == "dup.split_overlap"])
+    assert reasons[0] == reasons[1] and len(reasons[0]) == 1
+    assert "README.md is UTF-16LE text (byte order mark ff fe), not UTF-8" in reasons[0][0]
