@@ -34,6 +34,10 @@ and the findings (lines, offsets) must not change.
 infer): a ``polars.io.plugins.register_io_source`` scan that runs pass 2 when collected (projection
 and ``n_rows`` pushed down, the predicate applied per batch).
 
+A UTF-16 or UTF-32 file (Excel's "Unicode Text", pandas' ``to_csv(encoding="utf-16")``) is refused before
+pass 1 (:mod:`datacheck.formats.wide`: ``decode.unreadable`` naming the encoding and the iconv command); a
+UTF-8 byte order mark is skipped (the header names are read without it, as pandas reads them).
+
 Line breaks: ``\\n`` and ``\\r\\n`` (a quoted field spanning a CRLF line break keeps its ``\\r`` in a
 file with invalid UTF-8); a lone ``\\r`` (classic Mac line break) is not a line break.
 """
@@ -57,6 +61,7 @@ from datacheck.formats.findings import bad_record_finding, blank_finding, long_l
 from datacheck.formats.records import BOM, RecordLayoutError
 from datacheck.formats.rewrite import RecordsRewrite
 from datacheck.formats.stream_source import budget, lazy_source, recut_frames
+from datacheck.formats.wide import refuse_wide
 from datacheck.io.shardbytes import LongLine, Unreadable, bounded_line_chunks
 from datacheck.model.constants import MAX_ROW_BYTES
 from datacheck.model.findings import Finding
@@ -428,9 +433,11 @@ def open_csv(path: Path, fmt: str, dataset_cfg, max_examples: int, string_column
     and dtypes; the rows are read later, batch by batch (``ShardData.stream``).
 
     Raises:
-        Unreadable: the file cannot be read or decompressed, the ``csv`` module cannot parse it,
-            ``[dataset] names`` does not fit the header, or the records do not form one table.
+        Unreadable: the file cannot be read or decompressed, it is UTF-16 or UTF-32 text
+            (:func:`~datacheck.formats.wide.refuse_wide`: Excel's "Unicode Text"), the ``csv`` module
+            cannot parse it, ``[dataset] names`` does not fit the header, or the records do not form one table.
     """
+    refuse_wide(path)
     sep = dataset_cfg.separator or ("\t" if fmt == "tsv" else ",")
     quote = dataset_cfg.quote_char if dataset_cfg.quote_char else None
     header = dataset_cfg.header

@@ -47,6 +47,10 @@ the engine re-streams it to re-read the candidate rows of key checks (duplicate 
 shard of several batches. A check that needs a column the read path derives (the Alpaca
 ``messages``, chat-template renderings) reads the needed columns of the shard once into memory.
 
+A UTF-16 or UTF-32 file (JSON Lines or array) is refused before anything is parsed
+(:mod:`datacheck.formats.wide`: ``decode.unreadable`` naming the encoding and the iconv command); the
+``.json`` sniffers read such a head transcoded, so the file is refused as what it holds, not left out.
+
 A JSON-array file (:func:`open_json_array`) is parsed whole (``json`` records with their lines) and
 held in memory; mixed JSON types are ``schema.dtype`` findings with lines, as in JSONL. An element of
 more than ``[dataset] max_row_bytes`` makes the file ``decode.unreadable`` (element, line, bytes) before
@@ -84,6 +88,7 @@ from datacheck.formats.jsonvalues import (
 from datacheck.formats.records import RecordLayoutError, json_array_records
 from datacheck.formats.rewrite import JsonArrayRewrite, RecordsRewrite
 from datacheck.formats.stream_source import ahead, budget, lazy_source, recut_frames
+from datacheck.formats.wide import HEAD_BYTES, refuse_wide, wide_encoding
 from datacheck.io.shardbytes import READ_ERRORS, Unreadable, read_bytes
 from datacheck.io.structs import sorted_fields, with_sorted_fields
 from datacheck.model.constants import MAX_ROW_BYTES
@@ -330,8 +335,10 @@ def open_jsonl(path: Path, max_examples: int, max_line: int | None = MAX_ROW_BYT
     audited.
 
     Raises:
-        Unreadable: the file cannot be read or decompressed, or its chunks do not form one table.
+        Unreadable: the file cannot be read or decompressed, it is UTF-16 or UTF-32 text
+            (:func:`~datacheck.formats.wide.refuse_wide`), or its chunks do not form one table.
     """
+    refuse_wide(path)
     size = jsonvalues.JSONL_CHUNK_BYTES  # read at call time (tests shrink it)
     bad: list[tuple[int, int, str, str]] = []
     blank: list[tuple[int, int]] = []
@@ -470,9 +477,12 @@ def open_json_array(path: Path, max_examples: int, max_record: int | None = MAX_
     (:func:`~datacheck.formats.records.json_array_records`).
 
     Raises:
-        Unreadable: the file cannot be read, or :func:`~datacheck.formats.records.json_array_records`
-            refuses it (the reason prefixed with the file's name).
+        Unreadable: the file cannot be read, it is UTF-16 or UTF-32 text
+            (:func:`~datacheck.formats.wide.refuse_wide`), or
+            :func:`~datacheck.formats.records.json_array_records` refuses it (the reason prefixed with
+            the file's name).
     """
+    refuse_wide(path)
     try:
         values, lines = json_array_records(read_bytes(path), max_record)
     except RecordLayoutError as exc:
@@ -490,14 +500,24 @@ def open_json_array(path: Path, max_examples: int, max_record: int | None = MAX_
 _SNIFF_BYTES = 1 << 16
 
 
+def _as_utf8(head: bytes) -> bytes:
+    """A file's first bytes as UTF-8 for the sniffers: without a UTF-8 byte order mark, and UTF-16 or
+    UTF-32 text (:func:`~datacheck.formats.wide.wide_encoding`) transcoded, so that such a ``.json`` file
+    is sniffed as what it holds and its reader refuses it naming the encoding (not left out as no shard)."""
+    wide = wide_encoding(head[:HEAD_BYTES])
+    if wide is not None:
+        head = head.decode(wide.encoding, errors="replace").lstrip("\ufeff").encode("utf-8")
+    return head[3:] if head.startswith(b"\xef\xbb\xbf") else head
+
+
 def _sniff_head(path: Path) -> bytes | None:
-    """The first 64 KiB of ``path`` without a UTF-8 byte order mark, or None when it cannot be read."""
+    """The first 64 KiB of ``path`` as UTF-8 (:func:`_as_utf8`), or None when it cannot be read."""
     try:
         with open(path, "rb") as f:
             head = f.read(_SNIFF_BYTES)
     except OSError:
         return None
-    return head[3:] if head.startswith(b"\xef\xbb\xbf") else head
+    return _as_utf8(head)
 
 
 def _looks_like_lines(head: bytes) -> bool:
@@ -532,7 +552,7 @@ def sniff_lines_object(fs: Any, key: str) -> bool:
             head = f.read(_SNIFF_BYTES)
     except Exception:  # noqa: BLE001 - an unreadable object is not JSON Lines
         return False
-    return _looks_like_lines(head[3:] if head.startswith(b"\xef\xbb\xbf") else head)
+    return _looks_like_lines(_as_utf8(head))
 
 
 def sniff(path: Path) -> str | None:

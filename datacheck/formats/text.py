@@ -15,6 +15,9 @@ Byte rules (those of ``text.py``: the file opened in text mode as UTF-8):
 - invalid UTF-8 (``datasets`` raises ``UnicodeDecodeError`` and loads nothing) is one
   ``decode.invalid_utf8`` finding naming the first lines, byte offsets and bytes; the rows are
   audited with U+FFFD in place of each invalid sequence.
+- UTF-16 or UTF-32 text (a byte order mark, or the NULs of ASCII text: ``datasets`` raises
+  ``UnicodeDecodeError`` on it) is ``decode.unreadable`` naming the encoding and the iconv command,
+  before any line is read (:mod:`datacheck.formats.wide`).
 
 Rows, by ``[dataset] sample_by`` (the builder's option, same name and default):
 
@@ -65,6 +68,7 @@ from datacheck.formats.csv import SEPARATORS
 from datacheck.formats.findings import bad_record_finding, long_line_message, utf8_finding
 from datacheck.formats.rewrite import META_COLUMNS, RewriteJob, Rewritten, WriteBytes, compressed_as, row_hashes
 from datacheck.formats.stream_source import budget, lazy_source, recut_frames
+from datacheck.formats.wide import refuse_wide
 from datacheck.io.shardbytes import LongLine, Unreadable, bounded_line_chunks, read_bytes
 from datacheck.io.stores import is_url
 from datacheck.model.constants import MAX_ROW_BYTES
@@ -368,11 +372,13 @@ def open_text(path: Path, sample_by: str = "line", max_row: int = MAX_ROW_BYTES,
     module docstring for the rows of each ``sample_by``.
 
     Raises:
-        Unreadable: the file cannot be read or decompressed; with ``sample_by = "document"``, it is
-            longer than ``max_row`` bytes.
+        Unreadable: the file cannot be read or decompressed; it is UTF-16 or UTF-32 text
+            (:func:`~datacheck.formats.wide.refuse_wide`: ``datasets`` raises ``UnicodeDecodeError``
+            on it); with ``sample_by = "document"``, it is longer than ``max_row`` bytes.
     """
     if sample_by not in _MODES:
         raise Unreadable(f"[dataset] sample_by = {sample_by!r}: expected one of {', '.join(SAMPLE_BY)}")
+    refuse_wide(path)
     size = TEXT_CHUNK_BYTES
     issues = _Issues(keep=max_examples)
     chunk_rows: list[int] = []

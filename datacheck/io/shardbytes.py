@@ -19,8 +19,8 @@ import polars as pl
 from datacheck.io.bounded import zstd_cut
 from datacheck.io.stores import filesystem, is_url, unreachable_message
 
-__all__ = ["READ_ERRORS", "LONG_LINE_HEAD", "LongLine", "Unreadable", "bounded_line_chunks", "line_chunks", "read_bytes",
-           "store_reason"]
+__all__ = ["READ_ERRORS", "LONG_LINE_HEAD", "LongLine", "Unreadable", "bounded_line_chunks", "head_bytes", "line_chunks",
+           "read_bytes", "store_reason"]
 
 READ_ERRORS: tuple[type[BaseException], ...] = (Exception, pl.exceptions.PanicException)
 
@@ -64,6 +64,31 @@ def read_bytes(path: Path | str) -> bytes:
     except READ_ERRORS as exc:  # corrupt compressed stream
         raise Unreadable(f"cannot decompress .{name.rpartition('.')[2]} data: {exc}") from None
     return raw
+
+
+def head_bytes(path: Path, n: int) -> bytes:
+    """The first ``n`` bytes of the local file ``path``, decompressed for ``.gz``/``.zst`` (only as much
+    of the stream as they take); fewer for a shorter file, ``b""`` when they cannot be read (a missing
+    file, a corrupt stream: the reader that reads the file whole says why). Never raises."""
+    name = path.name.lower()
+    try:
+        with open(path, "rb") as raw:
+            f: Any = raw
+            if name.endswith(".gz"):
+                f = gzip.GzipFile(fileobj=raw)
+            elif name.endswith(".zst"):
+                import zstandard
+
+                f = zstandard.ZstdDecompressor().stream_reader(raw)
+            out = b""
+            while len(out) < n:  # a decompressing read may give fewer bytes than asked before the end
+                got = f.read(n - len(out))
+                if not got:
+                    break
+                out += got
+            return out
+    except READ_ERRORS:
+        return b""
 
 
 #: bytes of a line over the bound kept to show it (:class:`LongLine`)
