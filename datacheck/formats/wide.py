@@ -39,14 +39,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from datacheck.io.shardbytes import Unreadable, head_bytes
+from datacheck.io.textboms import wide_bom
 
 __all__ = ["HEAD_BYTES", "WideText", "refuse_wide", "wide_encoding", "wide_reason"]
 
 #: bytes of the file's start judged (decompressed)
 HEAD_BYTES = 4096
-#: byte order marks, longest first (``FF FE 00 00`` is UTF-32LE, not UTF-16LE and a NUL character)
-_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32LE"), (b"\x00\x00\xfe\xff", "UTF-32BE"),
-         (b"\xff\xfe", "UTF-16LE"), (b"\xfe\xff", "UTF-16BE"))
 #: without a BOM: the share of the NUL-holding byte positions that must be NUL (UTF-16: the high byte
 #: of a unit; ASCII text, digits, separators and JSON punctuation are all such units)
 _HALF = 0.5
@@ -88,9 +86,10 @@ def _nul_shares(sample: bytes, width: int) -> list[float]:
 def wide_encoding(head: bytes) -> WideText | None:
     """The UTF-16/UTF-32 encoding of a file whose first bytes are ``head`` (see the module docstring
     for the rules), or None (UTF-8, a UTF-8 BOM, or not text this can tell)."""
-    for mark, enc in _BOMS:
-        if head.startswith(mark):
-            return WideText(enc, True, f"it starts with the {enc[:6]} byte order mark {mark.hex(' ').upper()}")
+    bom = wide_bom(head)
+    if bom is not None:
+        mark, enc = bom
+        return WideText(enc, True, f"it starts with the {enc[:6]} byte order mark {mark.hex(' ').upper()}")
     sample = head[:HEAD_BYTES]
     if b"\x00" not in sample or len(sample) < 4:
         return None

@@ -18,6 +18,7 @@ from typing import Any
 
 from datacheck.io.cardpath import CARD_NAME
 from datacheck.io.safejson import MAX_JSON_FILE_BYTES, JsonInputError, loads, read_json_file
+from datacheck.io.textboms import wide_bom
 from datacheck.model.errors import UsageError
 
 __all__ = ["STATE_NAME", "DATASET_DICT_NAME", "INFO_NAME", "HfState", "HfDatasetDict", "parse_state", "read_state", "features_of_info_json",
@@ -312,12 +313,6 @@ def card_of(raw: bytes) -> tuple[str | None, str | None]:
     return front_of(raw), None
 
 
-#: byte order marks a text editor writes before UTF-32 and UTF-16 text (UTF-32's first: its little-endian
-#: mark starts with UTF-16's), as ``iconv`` names the encodings (the Unicode Standard, 23.8 "Specials")
-_OTHER_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32LE"), (b"\x00\x00\xfe\xff", "UTF-32BE"),
-               (b"\xff\xfe", "UTF-16LE"), (b"\xfe\xff", "UTF-16BE"))
-
-
 def card_text_problem(raw: bytes, complete: bool = True) -> str | None:
     """Why (a sentence naming the card, the first bad byte and the fix) ``huggingface_hub``'s ``DatasetCard.load`` raises ``UnicodeDecodeError`` on a card of these
     bytes (it reads the whole file as ``utf-8-sig``; ``datasets.load_dataset`` of a folder loads its
@@ -326,9 +321,10 @@ def card_text_problem(raw: bytes, complete: bool = True) -> str | None:
     end is no problem). A UTF-16 or UTF-32 card (a Windows editor's "Unicode" save) is named by its
     byte order mark, with the ``iconv`` call that re-encodes it."""
     fails = "load_dataset of its folder raises UnicodeDecodeError reading it"
-    for bom, name in _OTHER_BOMS:
-        if raw.startswith(bom):
-            return (f"the dataset card {CARD_NAME} is {name} text (byte order mark {bom.hex(' ')}), not UTF-8: {fails}; "
+    bom = wide_bom(raw)
+    if bom is not None:
+        mark, name = bom
+        return (f"the dataset card {CARD_NAME} is {name} text (byte order mark {mark.hex(' ')}), not UTF-8: {fails}; "
                     f"re-encode it: iconv -f {name} -t UTF-8 {CARD_NAME}")
     try:
         codecs.getincrementaldecoder("utf-8")().decode(raw, final=complete)
