@@ -226,7 +226,7 @@ def config_page() -> str:
         out += [f"## `[{section}]`", "", SECTIONS[section][0].upper() + SECTIONS[section][1:] + ".", ""]
         if section == "splits":
             out += ["| key | type | default | meaning |", "|---|---|---|---|",
-                    "| any split name (`train`, `test`, ...) | string (a glob), or a list of globs | none | the shards of that split (a shard matching several splits belongs to the first) |", "",
+                    "| any split name (`train`, `test`, ...) | string (a glob), or a list of globs | none | the shards of that split (a shard matching several splits belongs to the first); plan and trace order its rows glob by glob in the list's order, each glob's shards sorted (as load_dataset orders data_files patterns) |", "",
                     "A Hugging Face `DatasetDict` folder (`dataset_dict.json`) needs no `[splits]`: the splits it "
                     "declares are used unless the config names its own.", ""]
             continue

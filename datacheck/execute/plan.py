@@ -9,7 +9,12 @@ each shard's rows in file order: global index ``g`` is row ``g - start`` of the 
 Data with splits (``[splits]``, or a Hugging Face ``DatasetDict`` folder's ``dataset_dict.json``)
 is planned over ONE split, the one a trainer iterates: ``train`` unless another is named
 (``datacheck plan --split NAME``); :attr:`RowSpace.split` says which, and the shards of the other
-splits are not in the row order (:func:`select_split`).
+splits are not in the row order (:func:`select_split`). The split's shards are then in the order
+``datasets.load_dataset`` concatenates its files (``DataFilesList.from_patterns``: pattern by
+pattern, each pattern's files sorted): for the splits ``load_dataset`` of the folder gives (a dataset
+card's ``configs``, the Hub's file names) exactly that order
+(:attr:`datacheck.io.hubsplits.HubSplits.order`; a file two of the split's patterns match is there
+twice), for ``[splits]`` glob by glob of the entry (:func:`datacheck.io.hubsplits.split_order`).
 
 Megatron ``.bin``/``.idx`` pairs are planned with Megatron-LM's own order (:class:`MegatronPlan`,
 :func:`loader_of`): GPTDataset cuts samples of ``seq_length`` (+ 1) tokens across the documents, so a
@@ -46,6 +51,7 @@ from datacheck.formats.megatron import read_index
 from datacheck.formats.registry import hash_shard
 from datacheck.io.discover import DiscoveredShard, Discovery
 from datacheck.io.hashing import hash_file
+from datacheck.io.hubsplits import HubSplits, SplitGlobs, split_order
 from datacheck.io.ledger import Ledger, LedgerBatch, read_ledger
 from datacheck.io.outputs import write_frame_atomic
 from datacheck.io.shardbytes import Unreadable
@@ -158,13 +164,14 @@ def select_split(disc: Discovery, cfg: Config, split: str | None) -> tuple[list[
     belongs to the first split whose glob matches (:func:`datacheck.checks.dup.cross.assign_splits`),
     and a shard whose name names several splits by the Hub's naming (splits inferred, not the config's:
     :attr:`datacheck.io.hubsplits.HubSplits.shared`) to each of them, as ``datasets`` loads it. Without splits every shard is planned (None). With splits, ``split`` (default
-    :data:`TRAIN_SPLIT`) names the one planned.
+    :data:`TRAIN_SPLIT`) names the one planned, its shards in ``load_dataset``'s order (the module
+    docstring; a shard may be there twice).
 
     Raises:
         UsageError: ``split`` is given but the data has no splits, or the split is not one of them
             (the message lists them), or it holds no shard.
     """
-    splits = dict(cfg.splits) or disc.declared_splits(cfg.dataset.infer_splits)
+    splits, loaded = _splits_of(disc, cfg)
     if not splits:
         if split is not None:
             raise UsageError(f"--split {split}: the data has no splits (no [splits] in the config, no DatasetDict "
@@ -176,19 +183,42 @@ def select_split(disc: Discovery, cfg: Config, split: str | None) -> tuple[list[
     if name not in splits:
         raise UsageError(f"{'--split ' + name if split else 'the data has splits but none named ' + repr(name)}: "
                          f"the splits are {', '.join(splits)}; give the one the trainer iterates with --split NAME")
-    shared = disc.hub_splits().shared if not cfg.splits else {}  # in each split its name names, as datasets loads it
-    chosen = [ds for ds in disc.shards if where.get(ds.rel) == name or name in shared.get(ds.rel, ())]
-    if not chosen:
+    shared = loaded.shared  # in each split its name names, as datasets loads it
+    by_rel = {ds.rel: ds for ds in disc.shards}
+    held = [rel for rel in by_rel if where.get(rel) == name or name in shared.get(rel, ())]
+    if not held:
         raise UsageError(f"split {name!r} ({splits[name]}) holds no shard among the PATHs; the splits are "
                          f"{', '.join(splits)}")
-    return chosen, name, where
+    order = loaded.order.get(name)
+    if order is None or set(order) != set(held):  # the config's [splits] (or a DatasetDict's): glob by glob
+        order = tuple(split_order(held, splits[name]))
+        order += tuple(sorted(set(held) - set(order)))  # none: each is in the split by one of its globs
+    return [by_rel[rel] for rel in order], name, where
+
+
+def _splits_of(disc: Discovery, cfg: Config) -> tuple[dict[str, SplitGlobs], HubSplits]:
+    """(the splits in use: ``[splits]``, else those the data gives, :meth:`Discovery.declared_splits`;
+    what ``load_dataset`` of the folder makes of them, :meth:`Discovery.hub_splits`, when they are
+    those (a dataset card's ``configs`` or the Hub's file names, also once
+    :func:`datacheck.execute.setup.with_declared_splits` put them in the config), else no
+    :class:`~datacheck.io.hubsplits.HubSplits`: a split's shards are then those its globs match,
+    in the order of :func:`datacheck.io.hubsplits.split_order`)."""
+    if cfg.splits:
+        loaded = cfg.split_source in _LOADED
+        return dict(cfg.splits), disc.hub_splits() if loaded else HubSplits()
+    splits, source = disc.splits_given(cfg.dataset.infer_splits)
+    return splits, disc.hub_splits() if source in _LOADED else HubSplits()
+
+
+#: the sources of splits that are ``load_dataset``'s (:attr:`datacheck.io.hubsplits.HubSplits.source`)
+_LOADED = ("card_configs", "hub_names")
 
 
 def split_shard_counts(disc: Discovery, cfg: Config, where: dict[str, str], names: list[str]) -> dict[str, int]:
     """``{split: shards it holds}`` for the splits ``names``: the shards ``where`` (:func:`select_split`)
     puts in it, and with inferred splits each shard whose name names it among others (as ``datasets``
     loads such a shard into each split it names; :attr:`datacheck.io.hubsplits.HubSplits.shared`)."""
-    shared = disc.hub_splits().shared if not cfg.splits else {}
+    shared = _splits_of(disc, cfg)[1].shared
     return {s: sum(1 for p, r in where.items() if r == s or s in shared.get(p, ())) for s in names}
 
 

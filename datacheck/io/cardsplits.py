@@ -32,7 +32,12 @@ matched against every split's patterns: a shard is in each split one of whose pa
 (``datasets`` reads a file two splits name into both). Each split's entry is its pattern moved to
 the audited folder (the card's path to that folder taken off its front) when that glob holds
 exactly the split's shards under ``[splits]``' rule (:func:`datacheck.io.hubsplits.glob_matches`,
-whose ``*`` also crosses ``/``), else the literal paths of its shards. Splits none of whose
+whose ``*`` also crosses ``/``) and orders them as ``load_dataset`` does
+(:func:`datacheck.io.hubsplits.split_order`), else the literal paths of its shards in that order.
+``load_dataset`` concatenates a split's files pattern by pattern in the card's order, each pattern's
+files sorted by path (fsspec's glob), a file two of the split's patterns match twice
+(``DataFilesList.from_patterns``): :attr:`~datacheck.io.hubsplits.HubSplits.order` keeps that order,
+the split's global row order for ``plan`` and ``trace``. Splits none of whose
 patterns matches an audited shard are left out (an audit of ``data/train/`` below a card that also
 names ``data/test/``). Shards in no split are :attr:`~datacheck.io.hubsplits.HubSplits.unloaded`
 (``load_dataset`` would not read them).
@@ -52,7 +57,6 @@ every shard) or a split's list of literal paths would exceed it, or no audited s
 from __future__ import annotations
 
 import dataclasses
-import fnmatch
 import os
 import posixpath
 import re
@@ -61,11 +65,21 @@ from typing import Any, Sequence
 
 from datacheck.io.cardpath import CARD_NAME, card_path
 from datacheck.io.hfmeta import MAX_README_BYTES, card_of, declares_configs, parse_front, read_card
-from datacheck.io.hubsplits import MAX_GLOBS, HubSplits, SplitGlobs, glob_literal, glob_matches, hub_splits
+from datacheck.io.hubsplits import (
+    MAX_GLOBS,
+    HubSplits,
+    SplitGlobs,
+    glob_literal,
+    glob_matches,
+    hub_splits,
+    ordered_entry,
+    pattern_matches,
+)
 from datacheck.io.stores import filesystem
 
-__all__ = ["CARD", "card_splits", "store_card_splits", "store_card_front", "store_card", "unreadable_card", "front_splits", "card_config", "loader_splits",
-           "dataset_loader_splits", "pattern_matches"]
+__all__ = ["CARD", "card_splits", "store_card_splits", "store_card_front", "store_card", "unreadable_card", "front_splits",
+           "card_config", "loader_splits", "dataset_loader_splits",
+           "pattern_matches"]  # pattern_matches: datacheck.io.hubsplits', kept here
 
 #: ``datasets.Split.TRAIN``: the split of a ``data_files`` given as a pattern or a list of them
 TRAIN = "train"
@@ -125,54 +139,6 @@ def _sanitize(data_files: Any) -> dict[str, list[str]] | None:
 
 def _relative(pattern: str) -> bool:
     return "://" not in pattern and not posixpath.isabs(pattern) and not os.path.isabs(pattern)
-
-
-def _parts_match(path: list[str], pat: list[str]) -> bool:
-    """fsspec's glob over path components: ``**`` any number of them (at least one when it is the
-    last), another component by ``fnmatch`` within the component. One pass of dynamic programming
-    over (pattern component, path component): ``len(pat) * len(path)`` steps whatever the ``**``s."""
-    n = len(path)
-    ok = [True] + [False] * n  # ok[j]: the pattern's components so far match path[:j]
-    for k, head in enumerate(pat):
-        nxt = [False] * (n + 1)
-        if head == "**":
-            last = k == len(pat) - 1
-            seen = False  # ok[i] for some i <= j (zero or more components), i < j when last (one or more)
-            for j in range(n + 1):
-                if not last:
-                    seen = seen or ok[j]
-                nxt[j] = seen
-                if last:
-                    seen = seen or ok[j]
-        else:
-            for j in range(1, n + 1):
-                nxt[j] = ok[j - 1] and fnmatch.fnmatchcase(path[j - 1], head)
-        ok = nxt
-    return ok[n]
-
-
-def _special(parts: Sequence[str], hidden: bool) -> int:
-    if hidden:
-        return sum(1 for p in parts if p.startswith(".") and set(p) != {"."})
-    return sum(1 for p in parts if p.startswith("__"))
-
-
-def pattern_matches(path: str, pattern: str) -> bool:
-    """Whether a ``data_files`` pattern (relative to the card's folder, ``./`` parts dropped) matches
-    a file's POSIX path relative to that folder, as ``datasets.data_files.resolve_pattern`` does.
-
-    Raises:
-        ValueError: ``**`` inside a path component (fsspec refuses the pattern).
-    """
-    pat = [c for c in pattern.split("/") if c not in ("", ".")]
-    if any("**" in c and c != "**" for c in pat):
-        raise ValueError(f"{pattern!r}: '**' can only be an entire path component")
-    parts = path.split("/")
-    if not _parts_match(parts, pat):
-        return False
-    if _special(parts, True) != _special(pat, True):
-        return False
-    return _special(parts[:-1], False) == _special(pat[:-1], False)
 
 
 def card_splits(card: str | os.PathLike[str], root: str | os.PathLike[str], paths: Sequence[str]) -> HubSplits | None:
@@ -266,6 +232,9 @@ def front_splits(front: str, here: str, paths: Sequence[str]) -> HubSplits | Non
             return full
         return full[len(base) + 1:] if full.startswith(base + "/") else None
     where = {p: w for p in paths if (w := under_base(p)) is not None}
+    # each split's shards in load_dataset's order: pattern by pattern, each pattern's files sorted by
+    # path (fsspec's glob; the paths under one folder sort as their parts below it), a file two
+    # patterns match twice (DataFilesList.from_patterns)
     members: dict[str, list[str]] = {}
     if "data_files" not in chosen:  # data_dir alone: the file names' rule under it (get_data_patterns(base))
         named = hub_splits(list(where.values()))
@@ -273,18 +242,16 @@ def front_splits(front: str, here: str, paths: Sequence[str]) -> HubSplits | Non
             return HubSplits(source=CARD, note=f"the dataset card's config {name!r} reads data_dir {data_dir!r}, "
                                                f"whose file names give no splits ({named.note or 'none names a split'})")
         patterns = {k: [v] if isinstance(v, str) else list(v) for k, v in named.splits.items()}
-        for split, pats in patterns.items():
-            members[split] = [p for p, w in where.items() if glob_matches(w, pats)]
-        for p, w in where.items():  # a shard whose name names several splits is in each
-            for split in named.shared.get(w, ()):
-                if p not in members[split]:
-                    members[split].append(p)
+        back = {w: p for p, w in where.items()}
+        for split, ws in named.order.items():
+            members[split] = [back[w] for w in ws]
+    by_path = sorted(where, key=where.__getitem__)
     for split, pats in (patterns.items() if "data_files" in chosen else ()):
         if not all(_relative(x) for x in pats):
             return HubSplits(source=CARD, note=f"the dataset card's split {split!r} names a path that is no relative "
                                                "path (a URL or an absolute path): not resolved")
         try:
-            members[split] = [p for p, w in where.items() if any(pattern_matches(w, x) for x in pats)]
+            members[split] = [p for x in pats for p in by_path if pattern_matches(where[p], x)]
         except ValueError as exc:
             return HubSplits(source=CARD, note=f"the dataset card's split {split!r}: {exc}")
     members = {k: v for k, v in members.items() if v}
@@ -292,19 +259,20 @@ def front_splits(front: str, here: str, paths: Sequence[str]) -> HubSplits | Non
         return HubSplits(source=CARD, note=f"no audited shard is in a split of the dataset card's config {name!r}")
     splits: dict[str, SplitGlobs] = {}
     for split, got in members.items():
-        entry = _entry(patterns[split], here, base, paths, set(got))
+        entry = _entry(patterns[split], here, base, paths, list(dict.fromkeys(got)))
         if entry is None:
             return HubSplits(source=CARD, note=f"the dataset card's split {split!r} holds over {MAX_GLOBS} shards "
-                                                "no glob under the audited folder names")
+                                                "no glob under the audited folder names in load_dataset's order")
         splits[split] = entry
     counts: dict[str, list[str]] = {}
     for split, got in members.items():
-        for p in got:
+        for p in dict.fromkeys(got):
             counts.setdefault(p, []).append(split)
     unloaded = tuple(sorted(p for p in paths if p not in counts))
     shared = {p: tuple(s) for p, s in sorted(counts.items()) if len(s) > 1}
     others = tuple(c["config_name"] for c in meta["configs"] if c is not chosen)
-    return HubSplits(source=CARD, splits=splits, unloaded=unloaded, shared=shared, config=name, other_configs=others)
+    return HubSplits(source=CARD, splits=splits, unloaded=unloaded, shared=shared, config=name, other_configs=others,
+                     order={k: tuple(v) for k, v in members.items()})
 
 
 def loader_splits(root: str | os.PathLike[str] | None, paths: Sequence[str], url_root: str | None = None) -> HubSplits:
@@ -343,10 +311,12 @@ def dataset_loader_splits(dctx: Any) -> HubSplits:
     return loader_splits(getattr(dctx, "root", None), [s.path for s in dctx.shards])
 
 
-def _entry(pats: list[str], here: str, base: str, paths: Sequence[str], got: set[str]) -> SplitGlobs | None:
+def _entry(pats: list[str], here: str, base: str, paths: Sequence[str], got: list[str]) -> SplitGlobs | None:
     """A split's ``[splits]`` entry: its patterns moved to the audited folder (:func:`_moved`) when
-    they name exactly its shards there (``[splits]``' ``*`` crosses ``/``), else its shards' literal
-    paths (None: over :data:`MAX_GLOBS`)."""
+    they name exactly its shards ``got`` there (``[splits]``' ``*`` crosses ``/``) and order them as
+    ``got`` lists them (``load_dataset``'s order, each shard once;
+    :func:`datacheck.io.hubsplits.split_order`), else its shards' literal paths in that order (None:
+    over :data:`MAX_GLOBS`)."""
     moved: list[str] = []
     for x in pats:
         m = _moved(x, here, base)
@@ -355,11 +325,11 @@ def _entry(pats: list[str], here: str, base: str, paths: Sequence[str], got: set
             break
         if m:
             moved.append(m)
-    if moved and {p for p in paths if glob_matches(p, moved)} == got:
-        return moved[0] if len(moved) == 1 else moved
+    if moved and {p for p in paths if glob_matches(p, moved)} == set(got):
+        return ordered_entry(moved[0] if len(moved) == 1 else moved, got, got)
     if len(got) > MAX_GLOBS:
         return None
-    return [glob_literal(p) for p in paths if p in got]
+    return [glob_literal(p) for p in got]
 
 
 def _moved(pattern: str, here: str, base: str) -> str | None:

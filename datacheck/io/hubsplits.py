@@ -28,7 +28,11 @@ when the deciding stage gives at least two splits, one of them ``train`` (the sp
 ``dup.split_overlap`` compares the others with). Each split's entry is the glob a user would write
 under ``[splits]`` when one holds exactly the split's shards (the common path up to the keyword and
 the character after it, then ``*``, e.g. ``data/train-*``, ``train/*``, ``train.*``), else a list of
-the shards' literal paths. A shard whose name names several splits (``train_test.parquet``,
+the shards' literal paths. ``load_dataset`` concatenates a split's files pattern by pattern (its
+default patterns keyword by keyword, :data:`_DIR_PATTERNS` / :data:`_FILE_PATTERNS`), each
+pattern's files sorted: :attr:`HubSplits.order` keeps that order (the split's global row order for
+``plan`` and ``trace``), and the entry is the literal list in that order when the glob would order the
+shards otherwise under ``[splits]``' rule (:func:`split_order`: glob by glob, each glob's shards sorted). A shard whose name names several splits (``train_test.parquet``,
 ``sst2_train_dev/x.csv``) is in each of them, as ``datasets`` loads it into each: its literal path is
 added to each of those splits' entries (:attr:`HubSplits.shared` names it; ``dup.split_overlap``
 counts every row of it as a row of the compared split that occurs in ``train`` when ``train`` is one
@@ -51,7 +55,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 __all__ = ["SPLIT_KEYWORDS", "NON_WORDS_CHARS", "MAX_GLOBS", "SplitGlobs", "HubSplits", "hub_splits", "glob_literal",
-           "glob_matches"]
+           "glob_matches", "pattern_matches", "split_order", "ordered_entry"]
 
 #: a ``[splits]`` entry's value: one glob, or a list of globs (a shard matching any is in the split)
 SplitGlobs = str | list[str]
@@ -107,6 +111,88 @@ def _without_dot_slash(pattern: str) -> str:
     return pattern
 
 
+def split_order(paths: Sequence[str], entry: SplitGlobs) -> list[str]:
+    """The order of a ``[splits]`` entry's shards in the split's rows (the plan's and ``trace``'s global
+    row order), as ``datasets.data_files.DataFilesList.from_patterns`` orders a split's ``data_files``:
+    glob by glob in the entry's order, the shards each glob matches (:func:`glob_matches`) sorted by
+    their relative paths (fsspec's glob returns its matches sorted), each shard once, at the first glob
+    that matches it (``datasets`` would read a file two of a split's patterns match twice; a
+    ``[splits]`` entry names each shard once). ``paths``: the relative paths of the shards to order
+    (those of the split); one matching none of the entry's globs is left out."""
+    pats = [entry] if isinstance(entry, str) else list(entry)
+    out: list[str] = []
+    seen: set[str] = set()
+    for pat in pats:
+        got = sorted(p for p in paths if p not in seen and glob_matches(p, pat))
+        seen.update(got)
+        out += got
+    return out
+
+
+def ordered_entry(entry: SplitGlobs, order: Sequence[str], paths: Sequence[str]) -> SplitGlobs | None:
+    """``entry`` when :func:`split_order` of it gives ``order`` (the shards in ``load_dataset``'s order,
+    each once) over the shards ``paths``, else the literal paths of ``order`` in that order (None: over
+    :data:`MAX_GLOBS` of them), so that the entry, copied under ``[splits]``, plans the same rows."""
+    if split_order(paths, entry) == list(order):
+        return entry
+    if len(order) > MAX_GLOBS:
+        return None
+    return [glob_literal(p) for p in order]
+
+
+def _once(paths: Sequence[str]) -> list[str]:
+    """``paths`` without repeats, each at its first place."""
+    return list(dict.fromkeys(paths))
+
+
+def _parts_match(path: list[str], pat: list[str]) -> bool:
+    """fsspec's glob over path components: ``**`` any number of them (at least one when it is the
+    last), another component by ``fnmatch`` within the component. One pass of dynamic programming
+    over (pattern component, path component): ``len(pat) * len(path)`` steps whatever the ``**``s."""
+    n = len(path)
+    ok = [True] + [False] * n  # ok[j]: the pattern's components so far match path[:j]
+    for k, head in enumerate(pat):
+        nxt = [False] * (n + 1)
+        if head == "**":
+            last = k == len(pat) - 1
+            seen = False  # ok[i] for some i <= j (zero or more components), i < j when last (one or more)
+            for j in range(n + 1):
+                if not last:
+                    seen = seen or ok[j]
+                nxt[j] = seen
+                if last:
+                    seen = seen or ok[j]
+        else:
+            for j in range(1, n + 1):
+                nxt[j] = ok[j - 1] and fnmatch.fnmatchcase(path[j - 1], head)
+        ok = nxt
+    return ok[n]
+
+
+def _special(parts: Sequence[str], hidden: bool) -> int:
+    if hidden:
+        return sum(1 for p in parts if p.startswith(".") and set(p) != {"."})
+    return sum(1 for p in parts if p.startswith("__"))
+
+
+def pattern_matches(path: str, pattern: str) -> bool:
+    """Whether a ``data_files`` pattern (relative to the card's folder, ``./`` parts dropped) matches
+    a file's POSIX path relative to that folder, as ``datasets.data_files.resolve_pattern`` does.
+
+    Raises:
+        ValueError: ``**`` inside a path component (fsspec refuses the pattern).
+    """
+    pat = [c for c in pattern.split("/") if c not in ("", ".")]
+    if any("**" in c and c != "**" for c in pat):
+        raise ValueError(f"{pattern!r}: '**' can only be an entire path component")
+    parts = path.split("/")
+    if not _parts_match(parts, pat):
+        return False
+    if _special(parts, True) != _special(pat, True):
+        return False
+    return _special(parts[:-1], False) == _special(pat[:-1], False)
+
+
 @dataclass(frozen=True)
 class HubSplits:
     """What the file names give.
@@ -142,6 +228,13 @@ class HubSplits:
     #: with ``"hub_names"``: why a dataset card that declares ``configs`` was not used (its YAML does
     #: not parse, no config is the default, ...; :func:`datacheck.io.cardsplits.loader_splits`), else None
     card_note: str | None = None
+    #: with :attr:`splits`: ``{split name: its shards' relative paths in the order load_dataset
+    #: concatenates them}`` (the split's global row order: ``datacheck plan`` and ``trace``): pattern by
+    #: pattern of the split (the card's ``data_files`` in its order; the file names' rule: datasets'
+    #: default patterns, :data:`_DIR_PATTERNS` / :data:`_FILE_PATTERNS`, keyword by keyword), each
+    #: pattern's files sorted by path; a shard two of the split's patterns match is there twice, as
+    #: ``load_dataset`` reads it twice. Empty otherwise.
+    order: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def _names(paths: Sequence[str]) -> str:
@@ -181,6 +274,52 @@ def _in_file(path: str) -> tuple[set[str], int] | None:
 _STAGES = (("the push_to_hub shard name data/{split}-NNNNN-of-NNNNN", _sharded),
            ("a split keyword as a folder name", _in_dirs),
            ("a split keyword in the file name", _in_file))
+#: ``datasets``' ``KEYWORDS_IN_DIR_NAME_BASE_PATTERNS`` and ``KEYWORDS_IN_FILENAME_BASE_PATTERNS``
+#: (fsspec >= 2023.12), in their order: a split's patterns at stages 2 and 3 are these for its first
+#: keyword, then for its next (``DEFAULT_PATTERNS_SPLIT_IN_DIR_NAME`` / ``..._IN_FILENAME``)
+_DIR_PATTERNS = ("**/{kw}/**", "**/{kw}[{sep}]*/**", "**/*[{sep}]{kw}/**", "**/*[{sep}]{kw}[{sep}]*/**")
+_FILE_PATTERNS = ("**/{kw}[{sep}]*", "**/*[{sep}]{kw}[{sep}]*")
+
+
+def _glob_regex(pattern: str) -> re.Pattern[str]:
+    """A regex for an fsspec glob of plain components and ``**`` components (``*`` and ``?`` within a
+    component, ``[...]`` a class; a leading ``**/`` any number of folders, a trailing ``/**`` one or more
+    components, as :func:`pattern_matches`), without its hidden-part rule."""
+    parts = pattern.split("/")
+    rx = ""
+    for i, c in enumerate(parts):
+        if c == "**":
+            rx += "(?:[^/]+/)*" if i < len(parts) - 1 else "[^/]+(?:/[^/]+)*"
+            continue
+        k = 0
+        while k < len(c):
+            ch = c[k]
+            end = c.find("]", k + 1) if ch == "[" else -1
+            if ch == "[" and end > k + 1:  # a class (datasets' [-._ 0-9]: as fnmatch and re read it)
+                rx, k = rx + c[k:end + 1], end + 1
+                continue
+            rx += "[^/]*" if ch == "*" else "[^/]" if ch == "?" else re.escape(ch)
+            k += 1
+        rx += "/" if i < len(parts) - 1 else ""
+    return re.compile(rx)
+
+
+def _load_order(name: str, stage: int, shards: Sequence[str]) -> list[str]:
+    """The shards of split ``name`` (decided at stage ``stage``, 0-based in :data:`_STAGES`) in the
+    order ``load_dataset`` reads them: pattern by pattern of the split (stage 1: the one push_to_hub
+    pattern; stages 2 and 3: :data:`_DIR_PATTERNS` / :data:`_FILE_PATTERNS` of each keyword), each
+    pattern's matches sorted by path (fsspec's glob sorts them), a shard two patterns match twice
+    (``DataFilesList.from_patterns`` concatenates the patterns' files)."""
+    if stage == 0:
+        return sorted(shards)
+    hidden = {p for p in shards if _special(p.split("/"), True) or _special(p.split("/")[:-1], False)}
+    out: list[str] = []
+    for kw in SPLIT_KEYWORDS[name]:
+        for base in (_DIR_PATTERNS if stage == 1 else _FILE_PATTERNS):
+            pat = base.format(kw=kw, sep=NON_WORDS_CHARS)
+            rx = _glob_regex(pat)  # pattern_matches(p, pat), faster: the pattern names no hidden or __ part
+            out += sorted(p for p in shards if rx.fullmatch(p) and p not in hidden)
+    return out + sorted(set(shards) - set(out))  # none left: the stage's matcher is these patterns' union
 
 
 def _glob_for(paths: list[str], ends: list[int], every: Sequence[str]) -> str | None:
@@ -218,7 +357,7 @@ def hub_splits(paths: Sequence[str]) -> HubSplits:
     """The ``[splits]`` the Hub's naming convention gives the shards at ``paths`` (relative POSIX
     paths; see the module docstring for the rule and when no split is inferred)."""
     every = list(paths)
-    for stage, match in _STAGES:
+    for k, (stage, match) in enumerate(_STAGES):
         got = {p: m for p in every if (m := match(p)) is not None}
         if not got:
             continue
@@ -246,6 +385,7 @@ def hub_splits(paths: Sequence[str]) -> HubSplits:
                                    f"training split ({', '.join(SPLIT_KEYWORDS[TRAIN])}), so no split was inferred: "
                                    "name the split to compare with first under [splits]" + left))
         out: dict[str, SplitGlobs] = {}
+        order: dict[str, tuple[str, ...]] = {}
         for name in names:
             mine = sorted(by_split.get(name, []))
             also = sorted(p for p, ns in shared.items() if name in ns)
@@ -259,6 +399,8 @@ def hub_splits(paths: Sequence[str]) -> HubSplits:
                                        f"a list of their {len(globs)} paths is longer than a [splits] list may be "
                                        f"({MAX_GLOBS}), so no split was inferred from the file names; name the splits "
                                        "under [splits]"))
-            out[name] = globs[0] if len(globs) == 1 else globs
-        return HubSplits(splits=out, unloaded=tuple(none), shared=shared)
+            entry: SplitGlobs = globs[0] if len(globs) == 1 else globs
+            order[name] = tuple(_load_order(name, k, mine + also))
+            out[name] = ordered_entry(entry, _once(order[name]), mine + also) or entry
+        return HubSplits(splits=out, unloaded=tuple(none), shared=shared, order=order)
     return HubSplits()

@@ -676,6 +676,13 @@ class Config(_Section):
                                                      if card_note else "")
         return out
 
+    @property
+    def split_source(self) -> str | None:
+        """What gave ``[splits]`` when the config names none (:meth:`with_data_splits`): a key of
+        :data:`SPLIT_SOURCES` (``"dataset_dict"``, ``"card_configs"``, ``"hub_names"``); None when the
+        config names them itself, or none."""
+        return next((k for k, v in SPLIT_SOURCES.items() if v == self._split_source), None)
+
     def set_beyond_defaults(self) -> bool:
         """Whether this config sets a key other than by ``--schema`` (:meth:`with_schema`): for a config
         given by no file, one a caller built in memory (a dict or :class:`Config` given to

@@ -12,8 +12,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from datacheck.io.cardsplits import CARD, _parts_match, card_config, card_splits, loader_splits, pattern_matches
-from datacheck.io.hubsplits import glob_matches
+from datacheck.io.cardsplits import CARD, card_config, card_splits, loader_splits, pattern_matches
+from datacheck.io.hubsplits import _parts_match, glob_matches
 
 TREE = ["data/train-00000-of-00002.parquet", "data/train-00001-of-00002.parquet", "data/test-00000-of-00001.parquet",
         "sft/part-0.parquet", "sft/part-1.parquet", "sft/deep/part-2.parquet", "holdout/part-0.parquet",

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from datacheck.checks.dup.cross import assign_splits
-from datacheck.io.hubsplits import SPLIT_KEYWORDS, glob_matches, hub_splits
+from datacheck.io.hubsplits import SPLIT_KEYWORDS, glob_matches, hub_splits, ordered_entry, split_order
 from datacheck.model.config import Config
 
 # (shard paths, the [splits] a user would write for them)
@@ -236,3 +236,21 @@ def test_a_glob_loses_only_its_leading_dot_slash():
     assert not glob_matches("cache/a.parquet", ".cache/*")
     assert not glob_matches("x/a.parquet", "../x/*")
     assert assign_splits(["cache/a.parquet", ".cache/b.parquet"], {"train": ".cache/*"}) == {".cache/b.parquet": "train"}
+
+
+@pytest.mark.parametrize("entry, want", [
+    ("data/*", ["data/a/0.parquet", "data/a/1.parquet", "data/z/0.parquet"]),  # one glob: sorted
+    (["data/z/*", "data/a/*"], ["data/z/0.parquet", "data/a/0.parquet", "data/a/1.parquet"]),  # glob by glob
+    (["data/z/*", "data/*"], ["data/z/0.parquet", "data/a/0.parquet", "data/a/1.parquet"]),  # each shard once
+    (["data/a/1.parquet", "data/a/0.parquet"], ["data/a/1.parquet", "data/a/0.parquet"]),  # literal paths as listed
+])
+def test_split_order_is_glob_by_glob_each_sorted(entry, want):
+    paths = ["data/a/1.parquet", "data/z/0.parquet", "data/a/0.parquet"]
+    assert split_order(paths, entry) == want
+
+
+def test_ordered_entry_keeps_a_glob_that_orders_as_load_dataset_else_lists_the_paths():
+    paths = ["b/1.parquet", "a/0.parquet", "b/0.parquet"]
+    assert ordered_entry(["b/*", "a/*"], ["b/0.parquet", "b/1.parquet", "a/0.parquet"], paths) == ["b/*", "a/*"]
+    assert ordered_entry("*", ["b/0.parquet", "a/0.parquet", "b/1.parquet"], paths) == [
+        "b/0.parquet", "a/0.parquet", "b/1.parquet"]
