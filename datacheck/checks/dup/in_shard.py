@@ -235,12 +235,14 @@ def repeated_stretches(rep: Repeats, high: np.ndarray, low: np.ndarray, chars: n
         floor: the fewest characters of a stretch that counts.
 
     Returns:
-        The copies kept, with their ``earlier``, in row order."""
+        The copies kept, in row order, each with the row it repeats in its stretch as ``earlier`` (the
+        row ``shift`` rows before it, of the same content: a pasted passage names the passage it copies,
+        not the first occurrence of each of its lines, such as a speaker's name at the play's start)."""
     def same(x: int, y: int) -> bool:
         return bool(y >= 0 and high[x] == high[y] and low[x] == low[y])
 
-    rows, earlier, _aligned = stretch_copies(rep.rows, rep.earlier, same, lambda r: chars[r], floor)
-    return Repeats(rows, earlier)
+    rows, _first, aligned = stretch_copies(rep.rows, rep.earlier, same, lambda r: chars[r], floor)
+    return Repeats(rows, aligned)
 
 
 def _running_repeats(floor: int):
@@ -291,8 +293,9 @@ def unread_payload(ctx: ShardContext) -> Iterable[Payload]:
 def exact_in_shard(ctx: ShardContext) -> Iterable[ShardItem]:
     """``dup.exact_in_shard``: a row whose content repeats an earlier row of the same shard.
     count = extra copies; rows = the copies (never the first occurrence); ``details.examples``: for
-    each example, ``{"row": copy, "first_row": the first row with that content}`` (the message names
-    the first pair). Rows of blank content are no repeats (:mod:`datacheck.checks.dup.blank`: a
+    each example, ``{"row": copy, "first_row": the first row with that content}`` (on a running text:
+    the row it repeats in its stretch, as ``dup.exact_across_shards`` names it; the message names the
+    first pair). Rows of blank content are no repeats (:mod:`datacheck.checks.dup.blank`: a
     preference pair of whitespace-token responses as of whitespace text, by ``pref.empty_response``'s
     rule; without ``[tokens] tokenizer`` a skipped entry says whitespace tokens are not judged). On a running text (:attr:`ShardContext.running_text`: a ``.txt`` read by line or
     paragraph) a copy counts only in a stretch of rows that repeats an earlier stretch in order and

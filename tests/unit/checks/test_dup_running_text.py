@@ -32,6 +32,12 @@ def _reference(rows: list[str], floor: int) -> list[int]:
     a stretch starts at a copy r not going on the one before, aligned with e (the first row equal to
     rows[r]), goes on over rows[x] == rows[x - (r - e)] and back over the copies just before r that
     equal their row r - e before."""
+    return sorted(_reference_aligned(rows, floor))
+
+
+def _reference_aligned(rows: list[str], floor: int) -> dict[int, int]:
+    """:func:`_reference`'s copies, each with the row it repeats in its stretch (the copy less the
+    stretch's shift; a copy in two stretches keeps the first one's)."""
     first: dict[str, int] = {}
     copies: list[tuple[int, int]] = []
     for i, r in enumerate(rows):
@@ -40,7 +46,7 @@ def _reference(rows: list[str], floor: int) -> list[int]:
         else:
             first[r] = i
     is_copy = {r for r, _ in copies}
-    kept: set[int] = set()
+    kept: dict[int, int] = {}
     runs: list[tuple[list[int], int]] = []
     for r, e in copies:
         if runs and r == runs[-1][0][-1] + 1 and rows[r] == rows[r - runs[-1][1]]:
@@ -53,8 +59,9 @@ def _reference(rows: list[str], floor: int) -> list[int]:
             run.insert(0, back)
             back -= 1
         if sum(len(rows[x]) for x in run) >= floor:
-            kept.update(run)
-    return sorted(kept)
+            for x in run:
+                kept.setdefault(x, x - shift)
+    return kept
 
 
 def _stretches(rows: list[str], floor: int) -> list[int]:
@@ -72,7 +79,9 @@ def _stretches(rows: list[str], floor: int) -> list[int]:
     chars = np.array([len(r) for r in rows], dtype=np.uint32)
     got = repeated_stretches(Repeats(np.array(reps, dtype=np.int64), np.array(earlier, dtype=np.int64)),
                              high, low, chars, floor)
-    assert (got.earlier == np.array([first[rows[r]] for r in got.rows], dtype=np.int64)).all()
+    aligned = _reference_aligned(rows, floor)
+    assert got.earlier.tolist() == [aligned[r] for r in got.rows.tolist()]  # the row each repeats in its stretch
+    assert all(rows[e] == rows[r] and e < r for r, e in zip(got.rows.tolist(), got.earlier.tolist()))
     return got.rows.tolist()
 
 
@@ -143,6 +152,16 @@ def test_a_pasted_act_is_found_line_by_line(tmp_path):
     assert f.lines[0] == next(20001 + i for i, ln in enumerate(act) if ln.strip())
     assert at[f.rows[0]] == f.lines[0]
     assert "200 characters" in f.message
+    # each copy names the row of the act it repeats, not the first occurrence of its line (a new user's
+    # trial: a pasted speech's "MENENIUS:" named the play's first MENENIUS, not the speech's)
+    row_of_line = {line: k for k, line in enumerate(at)}
+    ex = f.details["examples"]
+    assert len(ex) >= 3
+    for e in ex:
+        copied = at[e["row"]] - 1 - 20000  # the 0-based index into act of the copy's line
+        assert at[e["first_row"]] == 3001 + copied, e
+    assert any(e["first_row"] != row_of_line[min(i + 1 for i, ln in enumerate(pasted) if ln == pasted[at[e["row"]] - 1])]
+               for e in ex)  # at least one example's line first occurs before the act
 
 
 def test_a_long_line_repeated_is_found_and_a_short_one_is_not(tmp_path):
