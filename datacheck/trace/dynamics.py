@@ -24,7 +24,17 @@ from typing import Any
 
 from datacheck.model.findings import Finding
 from datacheck.trace.record import StepRecord
-from datacheck.trace.rules import Rule, Stream, TraceOptions, _finding, _g, log_rule, stream_name
+from datacheck.trace.rules import (
+    Rule,
+    Stream,
+    TraceOptions,
+    ZeroTail,
+    _finding,
+    _g,
+    hides_non_finite,
+    log_rule,
+    stream_name,
+)
 from datacheck.trace.spikes import MAD_SIGMA, ROBUST_MIN_HISTORY, ROBUST_SIGMAS, SpikeDetector, SpikeRule
 
 __all__ = ["Points", "Pt", "MAX_POINTS", "MIN_POINTS", "median", "smooth", "smooth_width", "noise_sigma", "prefix_noise_sigmas", "relative_noise",
@@ -100,6 +110,8 @@ class Points:
         self.skipped = {"grad_norm": 0, "lr": 0}
         self.lo: dict[str, float] = {}
         self.hi: dict[str, float] = {}
+        #: the stream's trailing exact-0.0 losses, over every record (:meth:`hide_tail`)
+        self.tail = ZeroTail()
 
     def count(self, rec: StepRecord, skipped: bool) -> None:
         """Count ``rec``'s grad norm and learning rate (every record, before any is left out)."""
@@ -130,6 +142,17 @@ class Points:
             return (f"the {noun} ({vals}) is logged only on records whose whole interval was skipped ({fin} "
                     "record(s), no update made): nothing to judge")
         return f"{n} {noun}(s) logged ({vals}), none kept"
+
+    def hide_tail(self, notes: frozenset[str]) -> None:
+        """Leave out (as not logged) the 0.0 losses of the kept records that the stream's trailing run
+        of them makes hidden non-finite ones (:meth:`ZeroTail.hidden_from`): no finite values to judge."""
+        start = self.tail.hidden_from(notes)
+        if start is None:
+            return
+        for p in reversed(self.pts):
+            if p.step < start or (p.loss is not None and p.loss != 0.0):
+                break
+            p.loss = None
 
     def add(self, p: Pt) -> None:
         if self.n % self.stride == 0:
@@ -297,10 +320,14 @@ class _Dynamics(Rule):
             pts = s.shared[_SHARED_KEY] = Points()
         skipped = _interval_skipped(rec, s)
         pts.count(rec, skipped)
+        pts.tail.feed(rec)
         if skipped:
             return
-        loss = rec.loss if rec.loss is not None and math.isfinite(rec.loss) else None
-        g = rec.grad_norm if rec.grad_norm is not None and math.isfinite(rec.grad_norm) else None
+        if hides_non_finite(rec.loss, rec.grad_norm):  # a 0.0 loss standing for a non-finite one: no finite values
+            loss = g = None
+        else:
+            loss = rec.loss if rec.loss is not None and math.isfinite(rec.loss) else None
+            g = rec.grad_norm if rec.grad_norm is not None and math.isfinite(rec.grad_norm) else None
         pts.add(Pt(rec.step, loss, g, rec.lr, rec.where(), rec.loss_scale))
 
     def feed_eval(self, rec: StepRecord, key: Any) -> None:
@@ -317,6 +344,8 @@ class _Dynamics(Rule):
         out: list[Finding] = []
         reasons: list[str] = []
         self.points = {k: s.shared[_SHARED_KEY] for k, s in streams.items() if _SHARED_KEY in s.shared}
+        for key in self.points:
+            self.points[key].hide_tail(self.opts.notes)  # once per stream in effect: the next calls find no 0.0 left
         for key in self.points:
             got = self.judge(key, stream_name(key))
             if isinstance(got, str):

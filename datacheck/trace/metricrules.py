@@ -11,13 +11,22 @@ from typing import Any
 
 from datacheck.model.findings import Finding
 from datacheck.trace.record import StepRecord
-from datacheck.trace.rules import Rule, Stream, TraceOptions, _details, _finding, _g, log_rule, stream_name
+from datacheck.trace.rules import (
+    ZERO_RUN,
+    Rule,
+    Stream,
+    TraceOptions,
+    ZeroTail,
+    _details,
+    _finding,
+    _g,
+    hides_non_finite,
+    log_rule,
+    stream_name,
+)
 
 __all__ = ["ZERO_RUN", "SMOOTH_POINTS", "SMOOTH_AUTOCORR", "LR_MATCH"]
 
-#: a trailing run of this many exact-0.0 losses (with the Hugging Face filter on) is a hidden NaN:
-#: trainproof's MIN_ZERO_TAIL_FOR_ONSET (a loss does not land on 0.0 and stay there by converging)
-ZERO_RUN = 5
 #: finite losses per stream the smoothing test reads
 SMOOTH_POINTS = 4096
 #: the lag-1 autocorrelation of the loss's step-to-step differences above which the loss is a running
@@ -123,7 +132,7 @@ class HiddenNonFinite(Rule):
         d = _details(s, rec, loss=0.0, grad_norm=g, evidence=[{"where": rec.where(), "step": rec.step, "loss": 0.0,
                                                                "grad_norm": g}])
         self.zeros[s.key] = (n + 1, d0 if d0 is not None else (d if s.key in self.positive else None))
-        if s.key not in self.first and g is not None and (g == 0.0 or not math.isfinite(g)):
+        if s.key not in self.first and hides_non_finite(loss, g):
             d["reason"] = f"loss exactly 0.0 with grad norm {g}"
             self.first[s.key] = (s, d)
 
@@ -153,15 +162,22 @@ class SmoothedLoss(Rule):
     """The logged loss is a running average, not a per-step (or per-interval mean) value: over the
     first :data:`SMOOTH_POINTS` finite losses (at least 50) of a stream, the lag-1 autocorrelation of
     the step-to-step differences is above :data:`SMOOTH_AUTOCORR`, and the differences change sign
-    (a noiseless synthetic curve, all differences of one sign, is not called smoothed)."""
+    (a noiseless synthetic curve, all differences of one sign, is not called smoothed). A 0.0 loss
+    that stands for a hidden non-finite one (:func:`~datacheck.trace.rules.hides_non_finite`, and the
+    trailing run :class:`~datacheck.trace.rules.ZeroTail` names) is no finite value and is left out."""
 
     def __init__(self, opts: TraceOptions):
         super().__init__(opts)
         self.vals: dict[Any, list[float]] = {}
+        self.tails: dict[Any, ZeroTail] = {}
 
     def feed(self, rec: StepRecord, s: Stream) -> None:
+        tail = self.tails.get(s.key)
+        if tail is None:
+            tail = self.tails[s.key] = ZeroTail()
+        tail.feed(rec)
         x = rec.loss
-        if x is None or not math.isfinite(x):
+        if x is None or not math.isfinite(x) or hides_non_finite(x, rec.grad_norm):
             return
         v = self.vals.setdefault(s.key, [])
         if len(v) < SMOOTH_POINTS:
@@ -170,6 +186,9 @@ class SmoothedLoss(Rule):
     def finish(self, streams: dict[Any, Stream]) -> list[Finding]:
         out = []
         for key, v in self.vals.items():
+            if self.tails[key].hidden_from(self.opts.notes) is not None:
+                while v and v[-1] == 0.0:  # the hidden non-finite losses the log ends with
+                    v.pop()
             if len(v) < 50:
                 continue
             d = [b - a for a, b in zip(v, v[1:])]

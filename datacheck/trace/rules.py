@@ -28,7 +28,7 @@ from datacheck.trace.spikes import OLMO_MIN_HISTORY, ROBUST_FIRST_JUDGED, ROBUST
 
 __all__ = ["Stream", "TraceOptions", "Rule", "LOG_RULES", "log_rule", "COLLAPSE_RUN", "MIN_LOSS_SCALE",
            "SEARCH_SCALE", "LR_RESUME_TOLERANCE", "WARMUP_DROP", "DIVERGE_FACTOR", "stream_name", "scale_search",
-           "scale_text"]
+           "scale_text", "ZERO_RUN", "hides_non_finite", "ZeroTail"]
 
 #: consecutive loss-scale back-offs that make a collapse (CHECKS.md "several times in a row")
 COLLAPSE_RUN = 3
@@ -156,6 +156,51 @@ def scale_search(from_scale: float | None, s: "Stream") -> bool:
     """Whether a back-off from ``from_scale`` on stream ``s`` is the fp16 initial scale search: from a
     scale at or above :data:`SEARCH_SCALE` before any successful step (``s.ok_steps``)."""
     return from_scale is not None and from_scale >= SEARCH_SCALE and not s.ok_steps
+
+
+#: a trailing run of this many exact-0.0 losses (with the Hugging Face filter on) is a hidden NaN:
+#: trainproof's MIN_ZERO_TAIL_FOR_ONSET (a loss does not land on 0.0 and stay there by converging)
+ZERO_RUN = 5
+
+
+def hides_non_finite(loss: float | None, grad_norm: float | None) -> bool:
+    """Whether a record's loss of exactly 0.0 stands for a non-finite one the logger hid: beside a grad
+    norm of 0.0 or a non-finite one on the same record (``log.hidden_non_finite``'s first sign). Its
+    loss and grad norm are then no finite values: no dynamics or spike rule judges them."""
+    return loss == 0.0 and grad_norm is not None and (grad_norm == 0.0 or not math.isfinite(grad_norm))
+
+
+class ZeroTail:
+    """A stream's trailing run of exact-0.0 losses, fed every training record in order (records
+    without a loss passed over, any other loss, NaN included, ending the run): its length, the step
+    of its first record, and whether a positive finite loss came before it. With the Hugging Face
+    filter noted, :data:`ZERO_RUN` or more of them after a positive loss are non-finite losses the
+    logger hid (``log.hidden_non_finite``'s second sign, :meth:`hidden_from`)."""
+
+    __slots__ = ("run", "first", "after_positive", "positive")
+
+    def __init__(self) -> None:
+        self.run = 0
+        self.first: int | None = None
+        self.after_positive = False
+        self.positive = False
+
+    def feed(self, rec: StepRecord) -> None:
+        loss = rec.loss
+        if loss is None:
+            return
+        if loss != 0.0:
+            if math.isfinite(loss) and loss > 0:
+                self.positive = True
+            self.run, self.first = 0, None
+            return
+        if self.run == 0:
+            self.first, self.after_positive = rec.step, self.positive
+        self.run += 1
+
+    def hidden_from(self, notes: frozenset[str]) -> int | None:
+        """The step from which the trailing 0.0 losses are hidden non-finite ones, or None."""
+        return self.first if "hf_nan_filter" in notes and self.run >= ZERO_RUN and self.after_positive else None
 
 
 def _finding(cid: str, message: str, count: int, details: dict[str, Any]) -> Finding:
@@ -327,8 +372,8 @@ class _Spike(Rule):
 
     def feed(self, rec: StepRecord, s: Stream) -> None:
         x = getattr(rec, self.metric)
-        if x is None or not math.isfinite(x):
-            return
+        if x is None or not math.isfinite(x) or hides_non_finite(rec.loss, rec.grad_norm):
+            return  # a non-finite value, or a 0.0 loss standing for one: no finite value to judge
         det = self.det.get(s.key)
         if det is None:
             det = self.det[s.key] = SpikeDetector(

@@ -45,11 +45,13 @@ MAX_EPOCH_POINTS = 100_000
 
 class Curve:
     """A down-sampled series: every ``stride``-th point (stride doubles when full), non-finite points
-    kept separately (as the step of a gap in the curve)."""
+    kept separately (as the step of a gap in the curve, ``bad``, and its value, NaN or which infinity,
+    in ``bad_value``: the first logged at that step)."""
 
     def __init__(self) -> None:
         self.points: list[tuple[int, float]] = []
         self.bad: list[int] = []
+        self.bad_value: dict[int, float] = {}
         self.stride = 1
         self.n = 0
 
@@ -57,6 +59,7 @@ class Curve:
         if not math.isfinite(value):
             if len(self.bad) < CURVE_POINTS:
                 self.bad.append(step)
+                self.bad_value.setdefault(step, value)
             return
         if self.n % self.stride == 0:
             self.points.append((step, value))

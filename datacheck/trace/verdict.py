@@ -26,7 +26,6 @@ Nothing is scored: a class is named with the evidence lines (file, line, values)
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from datacheck.model.findings import Finding
@@ -369,11 +368,13 @@ def build_verdict(res: TraceResult, data: dict[str, Any] | None, replay: dict[st
 
 
 def _value_at(res: TraceResult, stream: str | None, metric: str, step: int | None) -> float | None:
+    """The value of ``metric`` the stream logged at ``step``: a non-finite one as logged (NaN, ``inf``,
+    ``-inf``: answer 3 tells them apart, answer 1 must not contradict it), None when not kept."""
     if step is None or stream not in res.curves:
         return None
     c = res.curves[stream][metric]
-    if step in c.bad:
-        return math.nan
+    if step in c.bad_value:
+        return c.bad_value[step]
     for s, v in c.points:
         if s == step:
             return v

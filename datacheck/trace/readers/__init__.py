@@ -179,7 +179,9 @@ class LogFile:
                     line_rank[n] = r
                 yield n, text
 
+        seg = 0  # texts read: a line's \r segments (tqdm's redraws) share its number, each counted here
         for n, text in self._joined(unprefixed(iter_lines(self.path, st))):
+            seg += 1
             prefix_rank = line_rank.pop(n, None) if line_rank else None
             if not text or text.isspace():
                 continue
@@ -242,7 +244,7 @@ class LogFile:
             if "<" in text:  # a tqdm bar's "n/total [elapsed<remaining": the last one on the line
                 for t in tqdm.finditer(text):
                     ctx.tqdm_step, ctx.tqdm_total = int(t.group(1)), int(t.group(2))
-                    ctx.tqdm_mark = n
+                    ctx.tqdm_mark = seg
         if ctx.waiting is not None:
             yield from self._emit(ctx.waiting, ctx)
             ctx.waiting = None
@@ -540,7 +542,8 @@ class _TextState:
     #: the length of the last bar drawn, and of the bar that last placed a Hugging Face record
     tqdm_total: int | None = None
     bar_total: int | None = None
-    #: the line of the last bar drawn, and of the last bar taken as a new launch's (counted once)
+    #: the text (a line or a ``\r`` segment of one, counted from 1) of the last bar drawn, and of the last
+    #: bar taken as a new launch's (counted once)
     tqdm_mark: int = 0
     fresh_bar: int = -1
     header: dict[str, int] = field(default_factory=dict)

@@ -27,23 +27,33 @@ _TB_PENDING = 64
 
 
 def iter_lines(path: Path, stats: ReadStats) -> Iterator[tuple[int, str]]:
-    """``(1-based line, text)`` of a text file, streamed (universal newlines, so tqdm's ``\\r``
-    splits lines; undecodable bytes replaced). A line over :data:`MAX_LINE_CHARS` is counted as
-    unparsed and skipped to its end."""
-    with open(path, encoding="utf-8", errors="replace", newline=None) as f:
-        n = 0
+    """``(1-based line, text)`` of a text file, streamed (undecodable bytes replaced). Lines are
+    numbered as editors and ``grep -n`` number them: a line ends at ``\\n`` (``\\r\\n`` is one line
+    end), and ``stats.lines`` is the count of lines so numbered. A ``\\r`` alone within a line (tqdm
+    redrawing its bar) parts it into segments, each given as a text of its own with the line's number,
+    so a record written between two redraws is read and cited at the line ``grep -n`` shows it on. No
+    other character ends a line (not the vertical tab, form feed, ``\\x1c``-``\\x1e``, ``\\x85``,
+    ``\\u2028``, ``\\u2029`` that ``str.splitlines`` splits at). A segment over
+    :data:`MAX_LINE_CHARS` is counted as unparsed and skipped to its end."""
+    with open(path, encoding="utf-8", errors="replace", newline="") as f:  # "": no \r, \r\n -> \n rewriting
+        n = 1
         while True:
-            text = f.readline(MAX_LINE_CHARS)
+            text = f.readline(MAX_LINE_CHARS)  # up to \n, \r\n or a lone \r (kept), or the limit
             if not text:
                 return
-            n += 1
             stats.lines = n
-            if len(text) >= MAX_LINE_CHARS and not text.endswith("\n"):
+            if len(text) >= MAX_LINE_CHARS and not text.endswith(("\n", "\r")):
                 stats.bad(n, f"line longer than {MAX_LINE_CHARS} characters: {text[:80]}")
-                while text and not text.endswith("\n"):
+                while text and not text.endswith(("\n", "\r")):
                     text = f.readline(MAX_LINE_CHARS)
+                if text.endswith("\n"):
+                    n += 1
                 continue
-            yield n, text.rstrip("\n")
+            if text.endswith("\n"):
+                yield n, text[:-2] if text.endswith("\r\n") else text[:-1]
+                n += 1
+            else:  # a \r segment, or the last line without its newline
+                yield n, text[:-1] if text.endswith("\r") else text
 
 
 NO_STEP = ("the records carry no step key (step, global_step, _step, iter, iteration): their positions are not "
@@ -134,22 +144,28 @@ def read_jsonl(path: Path, source: str, stats: ReadStats, rank: int | None) -> I
                 yield ev
 
 
-def _bounded_lines(f: Any, stats: ReadStats) -> Iterator[str]:
-    """The lines of text file ``f`` (newline kept) as :mod:`csv` reads them, each read with at most
-    :data:`MAX_LINE_CHARS` characters: a longer line is counted as unparsed, skipped to its end and
-    given as an empty line (csv skips it; the line numbers stay the file's)."""
-    n = 0
+def _bounded_lines(f: Any, stats: ReadStats, at: list[int]) -> Iterator[str]:
+    """The lines of text file ``f`` (opened with ``newline=""``; newline kept) as :mod:`csv` reads them
+    (a lone ``\\r`` ends one too), each read with at most :data:`MAX_LINE_CHARS` characters: a longer
+    line is counted as unparsed, skipped to its end and given as an empty line (csv skips it).
+    ``at[0]`` is the number, as editors and ``grep -n`` count lines (:func:`iter_lines`: ``\\n`` ends
+    one), of the line the last text given lies on."""
+    n = 1
     while True:
         text = f.readline(MAX_LINE_CHARS)
         if not text:
             return
-        n += 1
+        at[0] = n
         if len(text) >= MAX_LINE_CHARS and not text.endswith(("\n", "\r")):
             stats.bad(n, f"line longer than {MAX_LINE_CHARS} characters: {text[:80]}")
             while text and not text.endswith(("\n", "\r")):
                 text = f.readline(MAX_LINE_CHARS)
+            if text.endswith("\n"):
+                n += 1
             yield "\n"
             continue
+        if text.endswith("\n"):
+            n += 1
         yield text
 
 
@@ -163,7 +179,8 @@ def read_csv(path: Path, source: str, stats: ReadStats, rank: int | None) -> Ite
     counted as unparsed."""
     delim = "\t" if path.suffix.lower() == ".tsv" else ","
     with open(path, encoding="utf-8", errors="replace", newline="") as f:
-        reader = csv.DictReader(_bounded_lines(f, stats), delimiter=delim)
+        at = [0]  # the line (grep -n's count) of the text csv read last: a row's last line
+        reader = csv.DictReader(_bounded_lines(f, stats, at), delimiter=delim)
         last: int | None = None
         conv = keyed_convention(reader.fieldnames or [])
         if conv is None and lightning_logger_dir(path, "csv") \
@@ -178,9 +195,9 @@ def read_csv(path: Path, source: str, stats: ReadStats, rank: int | None) -> Ite
             except StopIteration:
                 break
             except csv.Error as exc:  # a field past csv's field_size_limit, a NUL, an unclosed quote
-                stats.bad(reader.line_num, f"not a CSV row ({exc})")
+                stats.bad(at[0], f"not a CSV row ({exc})")
                 continue
-            n = reader.line_num
+            n = at[0]
             stats.lines = n
             if None in row:  # more cells than header names
                 stats.bad(n, f"{len(row[None]) + len(row) - 1} cells for {len(reader.fieldnames or [])} columns")
