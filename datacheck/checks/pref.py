@@ -205,11 +205,22 @@ def _filled(rendered: tuple[str, ...]) -> pl.Expr:
 
 
 def _example(col: str, dtype: pl.DataType) -> pl.Expr | None:
-    """The value to show: text cut to 200 characters, or the first 16 ids; None for messages."""
+    """The value to show: text cut to 200 characters, or the first 16 ids; a message (a struct, as
+    LLaMA-Factory's sharegpt pairs write ``chosen: {from, value}``) or a list of them: the text of the
+    message, or of the last one, cut alike (the response :func:`_empty` judges). None for content
+    given as a list of parts, or a struct with no text field."""
+    c = pl.col(col)
     if dtype == pl.String:
-        return pl.col(col).str.slice(0, 200)
-    if isinstance(dtype, pl.List) and not isinstance(dtype.inner, pl.Struct):
-        return pl.col(col).list.head(16)
+        return c.str.slice(0, 200)
+    if isinstance(dtype, pl.Struct) and (f := _text_field(dtype)) is not None:
+        return c.struct.field(f).cast(pl.String, strict=False).str.slice(0, 200)
+    if isinstance(dtype, pl.List) and isinstance(dtype.inner, pl.Struct):
+        mf = message_fields(dtype)
+        if (mf is not None and mf.parts) or (f := _text_field(dtype.inner)) is None:
+            return None
+        return c.list.last().struct.field(f).cast(pl.String, strict=False).str.slice(0, 200)
+    if isinstance(dtype, pl.List):
+        return c.list.head(16)
     return None
 
 
