@@ -17,7 +17,9 @@ micro-batches an epoch starts its next epoch at an earlier step than another; ab
 older datacheck: every rank's epoch starts after the longest share's steps). An ``#end`` line is written when an epoch's iteration ran to its end (every batch
 received by the training loop): the epoch, the micro-batches it yielded on the rank (``batches``, what was
 observed, also for a sampler without a length), the most any rank got (``epoch_batches``: accelerate's
-``even_batches=False`` gives some processes fewer) and ``next_step``, where the next epoch starts.
+``even_batches=False`` gives some processes fewer) and ``next_step``, where the next epoch starts; ``replayed``
+(when not 0): how many of those micro-batches a resumed loop received again and skipped, trained before the
+resume (``record_batches(..., resume_skips=True)``), not recorded.
 Records of steps at or after a ``#state`` line's ``start_step`` that were written before it are
 superseded (a run resumed from an earlier checkpoint re-records those steps), and so are the ``#state``
 lines (and their ``#end`` lines) written before it with a later ``start_step`` (or the same one, when it
@@ -193,6 +195,11 @@ class Ledger:
             ``len(states[rank])``.
         untrained: rank -> step -> the micro-batches an ``#untrained`` line says no optimizer update took
             (run forward and backward, then the training ended); they are not in ``batches``.
+        restarts: rank -> each ``#state`` line that started the run over: its ``start_step`` is at or before
+            the first ``start_step`` of the rank's ledger while steps were recorded before it (a new run
+            recorded into the folder of an earlier one: ``record_batches`` starts it at that step), as a dict:
+            ``line`` (1-based), ``start_step``, ``superseded`` (the steps recorded before it, each rank's own),
+            ``first`` and ``last`` of those steps.
     """
 
     folder: Path
@@ -205,6 +212,7 @@ class Ledger:
     partial: dict[int, tuple[int, int, int]] = field(default_factory=dict)
     ends: dict[int, list[tuple[int, dict]]] = field(default_factory=dict)
     untrained: dict[int, dict[int, list[LedgerBatch]]] = field(default_factory=dict)
+    restarts: dict[int, list[dict]] = field(default_factory=dict)
 
     @property
     def ranks(self) -> list[int]:
@@ -505,6 +513,8 @@ def _read_rank(path: Path, rank: int, led: Ledger, keep: set[int] | None = None)
     states: list[dict] = []
     ends: list[tuple[dict | None, dict]] = []  # (the #state of the iteration it ends, the #end record)
     untrained: dict[int, list[LedgerBatch]] = {}  # step -> micro-batches no optimizer update took
+    restarts: list[dict] = []  # #state lines that start the run over (a new run recorded into the folder)
+    restart_at: int | None = None
     for lineno, line in itertools.chain([first], lines):
         if not line.strip():
             continue
@@ -512,6 +522,11 @@ def _read_rank(path: Path, rank: int, led: Ledger, keep: set[int] | None = None)
             if line.startswith("#state\t"):
                 st = _state(line.split("\t", 1)[1], path, lineno)
                 start = st.get("start_step")
+                if isinstance(start, int) and counts and restart_at is not None and start <= restart_at:
+                    restarts.append({"line": lineno, "start_step": start, "superseded": len(counts),
+                                     "first": min(counts), "last": max(counts)})
+                if isinstance(start, int) and restart_at is None:
+                    restart_at = start  # the run's first step: a #state at or before it starts the run over
                 if isinstance(start, int):  # a (re)start: later records replace what was recorded from here
                     # but the micro-batches of start_step the epoch before trained with no update after them,
                     # carried into this epoch's first update (``carried``), stay: the step's first ones
@@ -563,6 +578,8 @@ def _read_rank(path: Path, rank: int, led: Ledger, keep: set[int] | None = None)
     led.batches[rank] = per
     led.states[rank] = states
     led.untrained[rank] = {s: bs for s, bs in untrained.items() if bs}
+    if restarts:
+        led.restarts[rank] = restarts
     where = {id(st): i + 1 for i, st in enumerate(states)}  # an #end of a superseded iteration is dropped with it
     led.ends[rank] = [(where[id(st)], end) for st, end in ends if st is not None and id(st) in where]
     if ours and counts:

@@ -452,6 +452,11 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
                                    for e in sorted({e for got in starts.values() for _s, e, _st in got})}
     if cut_rows:
         plan_info["rows_past_trainer_epoch"] = cut_rows
+    for r, rs in sorted(led.restarts.items()):
+        for rs1 in rs:
+            notes.append(f"rank {r}: the run started over at step {rs1['start_step']} (ledger line {rs1['line']}): the "
+                         f"{rs1['superseded']} step(s) recorded before it ({rs1['first']}..{rs1['last']}: an earlier "
+                         "run recorded into the same folder) are superseded; the run after it is judged")
     if led.truncated:
         notes.append("torn ledger file(s): " + "; ".join(f"{f} {led.tears.get(f, 'torn')}" for f in led.truncated))
     silent = [r for r in range(ws) if not led.batches.get(r)]
@@ -501,6 +506,13 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
     # --- segments: each #state line of each rank
     seg_ws: dict[tuple[int, int], int] = {}  # (rank, start_step) -> the segment's world size
     resumes: dict[int, dict[int, dict[str, Any]]] = {}  # start step of a resume -> rank -> segment
+    # a rank whose ledger starts after the run's first step joined the run at a resume (the resumed world is
+    # larger): its first segment is its part of that resume, whose position the other ranks' must match
+    firsts = {r: st0 for r in led.ranks
+              if (st0 := next((_int(st.get("start_step")) for st in led.states.get(r) or []
+                               if _int(st.get("start_step")) is not None), None)) is not None}
+    run_start = min(firsts.values(), default=None)
+    joined = {r: st0 for r, st0 in firsts.items() if run_start is not None and st0 > run_start}
     epochs_seen = max(pos(s, r)[0] for s in steps for r in steps[s]) + 1
     for r in led.ranks:
         states = led.states.get(r) or []
@@ -538,7 +550,7 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
                     else:
                         seg["order"], seg["located"] = _classify(plans, rows, e_plan, s_plan, sws, epochs_seen)
             v.segments.append(seg)
-            if kind == "resume":
+            if kind == "resume" or (i == 0 and joined.get(r) == start):
                 resumes.setdefault(start, {})[r] = seg
             prev = st
 
@@ -661,7 +673,7 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
     # ranks whose resume starts differ (a resume recorded at different steps on different ranks)
     starts_by_rank: dict[int, list[int]] = {}
     for sg in v.segments:
-        if sg["kind"] == "resume":
+        if sg["kind"] == "resume" or (sg["kind"] == "start" and joined.get(sg["rank"]) == sg["start_step"]):
             starts_by_rank.setdefault(sg["rank"], []).append(sg["start_step"])
     if len(starts_by_rank) > 1 and len({tuple(x) for x in starts_by_rank.values()}) > 1:
         v.rank_skew.append({"step": min(s for x in starts_by_rank.values() for s in x),
@@ -735,8 +747,9 @@ def _rank_segments(led: Ledger, r: int, first: int) -> list[dict[str, Any]]:
     # BatchSamplerShard with split_batches and even_batches=False gives a process past a short last batch's
     # rows nothing, yet the same length)
     states = led.states.get(r) or []
-    observed = {id(states[n - 1]): b for n, end in led.ends.get(r) or [] if 0 < n <= len(states)
-                and (b := _int(end.get("batches"))) is not None}
+    # less those a resumed loop received again and skipped (``replayed``: resume_skips), trained before the resume
+    observed = {id(states[n - 1]): b - (_int(end.get("replayed")) or 0) for n, end in led.ends.get(r) or []
+                if 0 < n <= len(states) and (b := _int(end.get("batches"))) is not None}
     for k, sg in enumerate(out):
         st = sg["state"]
         rec = _int(st.get("epoch")) or 0

@@ -20,9 +20,15 @@ shard under its ``process_index``; the other order is refused over several proce
 accelerate: call ``skip_first_batches`` first and ``record_batches`` on the loader it returns (with the
 resumed ``start_step``), so skipped batches are never recorded. A loop that skips them itself by ``itertools.islice``
 over the recording loader receives them, as a loop that trains them again does: ``resume_skips=True`` says
-the loop skips them (the first iteration's batches that repeat the rows the ledger records for that
-epoch's micro-batches before ``start_step`` are not recorded); without it they are recorded as trained
-again, with a warning.
+the loop skips them (the first iteration's batches, from the epoch's start, whose rows are all rows the
+ledger records as trained in that epoch before ``start_step`` on any rank are not recorded, whatever the
+resumed batch size and world size; a batch holding some is recorded as trained, warned); without it they
+are recorded as trained again, with a warning.
+
+A recorder given no ``start_step``, in a process that has not recorded into the folder, whose first
+iteration starts the ledger's first epoch over (its first batch the ledger's first, or that epoch ran to
+its end) is a new run recorded into an earlier run's folder: it records from the ledger's first step, its
+``#state`` line superseding the earlier run's lines (warned).
 
 Epochs may differ in length (a dataset whose size changes between epochs, a batch sampler without
 ``__len__``, accelerate's ``even_batches=False``, where some processes get a batch fewer): an iteration
@@ -57,13 +63,15 @@ from __future__ import annotations
 
 import functools
 import gzip
+import itertools
 import json
 import math
 import os
 import sys
 import warnings
 import weakref
-from collections import deque
+from collections import Counter, deque
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -227,6 +235,61 @@ def _sampler_state(batch_sampler: Any) -> dict[str, Any]:
     return st
 
 
+#: the ledger files a recorder of this process wrote a ``#state`` line to (a recorder given no ``start_step``
+#: that finds a ledger this process never wrote, starting its first epoch over, is a new run's)
+_RECORDED: set[Path] = set()
+_NONE = object()
+
+
+@dataclass
+class _Consumed:
+    """The rows the ledger records as trained in an epoch's pass in progress before a resume (every rank's,
+    with their multiplicity: a sampler's padding repeats a row), taken out as the resumed loop skips them."""
+
+    pool: Counter = field(default_factory=Counter)
+    #: row -> (step, micro-batch) it was recorded at (the first time)
+    where: dict[int, tuple[int, int]] = field(default_factory=dict)
+    #: the steps the rows were recorded at: ``[start, end)``
+    steps: tuple[int, int] = (0, 0)
+
+    def holds(self, idx: list[int]) -> int:
+        """How many of ``idx``'s rows the pool holds (each at most as often as it holds it)."""
+        need = Counter(idx)
+        return sum(min(c, self.pool.get(i, 0)) for i, c in need.items())
+
+    def take(self, idx: list[int]) -> None:
+        self.pool.subtract(idx)
+        self.pool += Counter()  # drop the rows used up
+
+
+def _pass_start(led: Any, rank: int, epoch: int, before: int) -> tuple[int | None, bool]:
+    """``(start step, ran to its end)`` of the ledger's last pass over ``epoch`` begun before step ``before``
+    (the lines of iterations that start at or after it are a resumed run's own, other ranks' included): its
+    first ``#state`` line's ``start_step`` (a ``#state`` of the epoch begins a pass when it is the first,
+    follows one of another epoch, or follows an iteration that ran to its end: an ``#end`` line), and
+    whether an iteration of the pass ran to its end or a later epoch began after it. ``rank``'s lines, else
+    the lowest rank's that records the epoch (a rank the resumed world added has none). ``(None, False)``: no
+    pass of the epoch."""
+    for r in [rank] + [x for x in led.ranks if x != rank]:
+        states = list(led.states.get(r) or [])
+        cut = next((i for i, st in enumerate(states) if isinstance(st.get("start_step"), int)
+                    and st["start_step"] >= before), len(states))
+        states = states[:cut]
+        ended = {n - 1 for n, _end in led.ends.get(r) or [] if n <= cut}
+        begin = None
+        for i, st in enumerate(states):
+            if st.get("epoch") == epoch and isinstance(st.get("start_step"), int) and (
+                    i == 0 or states[i - 1].get("epoch") != epoch or (i - 1) in ended):
+                begin = i
+        if begin is None:
+            continue
+        rest = states[begin:]
+        ran_out = any(begin + k in ended for k, st in enumerate(rest) if st.get("epoch") == epoch) or any(
+            isinstance(st.get("epoch"), int) and st["epoch"] > epoch for st in rest)
+        return states[begin]["start_step"], ran_out
+    return None, False
+
+
 class RecordingBatchSampler:
     """A batch sampler that yields the batches of ``inner`` unchanged and records each one.
 
@@ -263,11 +326,12 @@ class RecordingBatchSampler:
             trained it (the Hugging Face callback calls it at each micro-batch's and step's end), so
             batches that DataLoader workers or accelerate prefetched and the loop never trained are
             not recorded.
-        resume_skips: the training loop skips, in the epoch it resumes, the batches trained before the
+        resume_skips: the training loop skips, in the epoch it resumes, the rows trained before the
             resume (``itertools.islice`` over the loader): in this recorder's first iteration, the batches
-            yielded with the rows the ledger records for that epoch's micro-batches before the start step,
-            in order from the epoch's start, are not recorded (nor counted); False: every batch yielded is
-            recorded as trained (a ``UserWarning`` when the first ones repeat the ledger's).
+            from the epoch's start whose rows are all rows the ledger records as trained in that epoch's
+            pass before the start step (every rank's, :meth:`_consumed`; the batching may have changed) are
+            not recorded (nor counted; the ``#end`` line says how many: ``replayed``); False: every batch
+            yielded is recorded as trained (a ``UserWarning`` when the first one repeats consumed rows).
 
     Attributes:
         pending: micro-batch lines not yet written.
@@ -531,14 +595,58 @@ class RecordingBatchSampler:
         except UsageError:
             return None
 
-    def _trained_prefix(self, led: Any, epoch: int) -> list[tuple[tuple[int, ...], int, int]]:
-        """``(indices, step, micro-batch)`` of the batches the ledger records as trained in ``epoch`` on
-        this rank, in training order (the epoch's first batches, when a run stopped inside it)."""
+    def _read_folder(self) -> Any:
+        """The folder's ledger as on disk now, every rank's (None when there is none or it cannot be read): a
+        rank the resumed world added has no file of its own, yet the rows the others trained count."""
+        try:
+            return read_ledger(self.path.parent)
+        except UsageError:
+            return None
+
+    def _consumed(self, led: Any, epoch: int) -> _Consumed:
+        """The rows the ledger records as trained in ``epoch``'s pass in progress before ``next_step``, on every
+        rank (:func:`_pass_start`; nothing when that pass ran to its end)."""
+        out = _Consumed()
         if led is None:
-            return []
+            return out
+        start, ran_out = _pass_start(led, self.rank, epoch, self.next_step)
+        if start is None or ran_out:
+            return out
+        out.steps = (start, self.next_step)
+        for r in led.ranks:
+            for s, bs in (led.batches.get(r) or {}).items():
+                if not start <= s < self.next_step:
+                    continue
+                for b in bs:
+                    if b.epoch != epoch:
+                        continue
+                    for i in b.indices:
+                        out.pool[i] += 1
+                        out.where.setdefault(i, (s, b.micro_batch or 0))
+        return out
+
+    def _restart_of_run(self, led: Any, epoch: int, head: list[int] | None) -> int | None:
+        """The step a new run over an older run's ledger starts at (its first ``#state`` line's ``start_step``),
+        or None when this iteration is not one: the recorder was given no ``start_step``, this process has not
+        recorded into the ledger, the iteration's epoch is the run's own (:meth:`_epoch_known`) and the epoch
+        the rank's ledger starts with, the ledger records batches of it, and either its first batch (``head``)
+        is the one the ledger starts with (the order from its very start again) or the ledger ran that epoch
+        to its end (an ``#end`` line, a later epoch): a run that stopped inside it and resumed would not
+        start it over (a resume passes ``start_step``)."""
+        if led is None or self._given is not None or self.path.resolve() in _RECORDED:
+            return None
+        states = led.states.get(self.rank) or []
         per = led.batches.get(self.rank) or {}
-        got = [b for s in sorted(per) for b in per[s] if b.epoch == epoch]
-        return [(b.indices, b.step, b.micro_batch if b.micro_batch is not None else 0) for b in got]
+        if not states or states[0].get("epoch") != epoch or not isinstance(states[0].get("start_step"), int):
+            return None
+        start = states[0]["start_step"]
+        if not any(b.epoch == epoch for bs in per.values() for b in bs):
+            return None
+        first = (per.get(start) or [None])[0]
+        again = head is not None and first is not None and list(first.indices) == head
+        done = bool(led.ends.get(self.rank)) or any(isinstance(st.get("epoch"), int) and st["epoch"] > epoch
+                                                    for st in states)
+        return start if again or done else None
 
     def _aligned_start(self, led: Any, epoch: int, batches: int | None) -> int:
         """The step of ``epoch``'s first batch under ``epoch_aligned``, from what was observed: where the
@@ -619,9 +727,36 @@ class RecordingBatchSampler:
             batches: int | None = len(self.inner)
         except TypeError:
             batches = None
-        led = self._read_own() if (self.epoch_aligned or (first and self._epoch_known())) else None
-        replay = ([r for r in self._trained_prefix(led, epoch) if r[1] < self.next_step]  # those before the resume
-                  if first and not self.epoch_aligned else [])
+        led = self._read_own() if self.epoch_aligned else None
+        source = iter(self.inner)
+        head: Any = None
+        consumed = _Consumed()
+        restart: int | None = None
+        if first and not self.epoch_aligned and self._epoch_known():
+            led = self._read_folder()
+            if self._given is None and led is not None and self.path.resolve() not in _RECORDED:
+                head = next(source, _NONE)  # the first batch decides whether the run starts over (a new run)
+                restart = self._restart_of_run(led, epoch, None if head is _NONE else [int(i) for i in head])
+            if restart is not None:
+                steps = sorted(led.batches.get(self.rank) or {})
+                warnings.warn(
+                    f"record_batches: {self.path} holds the ledger of an earlier run (steps {steps[0]}..{steps[-1]}) "
+                    f"and this process starts epoch {epoch} over from the run's start with no start_step: a new "
+                    f"run. It is recorded from step {restart}, and its lines supersede the earlier run's (plan "
+                    f"--ledger and order verify read this run's; order verify notes the restart). If this process "
+                    f"resumed that run, pass start_step=<the restored global step> (its batches then follow step "
+                    f"{steps[-1]}); to keep both runs' ledgers, record into another folder", stacklevel=2)
+                self.next_step, self.next_micro = restart, 0
+                self._committed = (restart, 0)
+            else:
+                # the rows trained in this epoch before the resume: a loop re-reading the epoch from its start
+                # receives them again (in batches of the resumed batch size and world size, whatever they were)
+                consumed = self._consumed(led, epoch)
+        if head is _NONE:
+            head = None
+            source = iter(())
+        elif head is not None:
+            source = itertools.chain([head], source)
         skipped = _accelerate_chain(self.inner)[2] or 0  # skip_first_batches: the epoch's batches before ours
         skip_first = 0
         if self.epoch_aligned and first and self.first_step is not None:
@@ -651,10 +786,11 @@ class RecordingBatchSampler:
                 f.write((LEDGER_HEADER + "\n").encode())
             f.write(("#state\t" + json.dumps(state, sort_keys=True) + "\n").encode())
         self._mark = self._size()
+        _RECORDED.add(self.path.resolve())
         buf = self._buf
-        seen, ended, replaying = 0, False, bool(replay)
+        seen, ended, replaying, replayed = 0, False, bool(consumed.pool), 0
         try:
-            for pos, batch in enumerate(self.inner):
+            for pos, batch in enumerate(source):
                 idx = [int(i) for i in batch]
                 seen = pos + 1
                 at = pos + skipped  # the batch's position in the epoch
@@ -664,21 +800,38 @@ class RecordingBatchSampler:
                         self._issued.append((None, tag))
                     yield TaggedBatch(idx, tag)
                     continue
-                if replaying and at < len(replay) and tuple(idx) == replay[at][0]:
-                    tag = BatchTag(self.rank, epoch, replay[at][1], replay[at][2], at)
-                    if not self.resume_skips:  # recorded as trained again: say how to record a skipping loop
-                        replaying = False
-                        warnings.warn(
-                            f"record_batches: epoch {epoch} starts again with the batches the ledger records as "
-                            f"trained before (steps {replay[0][1]}..{replay[-1][1]}); each is recorded as trained "
-                            f"again (order verify flags its rows as seen twice). If the loop skips them "
-                            f"(itertools.islice over the loader), pass resume_skips=True", stacklevel=2)
-                    else:
+                if replaying:
+                    inside = consumed.holds(idx)
+                    if inside == len(idx) and self.resume_skips:  # a batch of rows trained before the resume
+                        consumed.take(idx)
+                        replayed += 1
+                        step0, micro0 = consumed.where[idx[0]]
+                        tag = BatchTag(self.rank, epoch, step0, micro0, at)
                         if deferred:
                             self._issued.append((None, tag))
                         set_current_tag(tag)
                         yield TaggedBatch(idx, tag)
                         continue
+                    if inside == len(idx) and idx:  # recorded as trained again: say how to record a skipping loop
+                        warnings.warn(
+                            f"record_batches: epoch {epoch} starts again with rows the ledger records as trained "
+                            f"before (steps {consumed.steps[0]}..{consumed.steps[1] - 1}); each batch of them is "
+                            f"recorded as trained again (order verify flags its rows as seen twice). If the loop "
+                            f"skips them (itertools.islice over the loader), pass resume_skips=True", stacklevel=2)
+                    elif inside and self.resume_skips:
+                        warnings.warn(
+                            f"record_batches: resume_skips=True, and batch {at} of epoch {epoch} holds {inside} row(s) "
+                            f"the ledger records as trained before step {self.next_step} and {len(idx) - inside} it "
+                            f"does not: it is recorded as trained (those {inside} rows as trained twice); the skip "
+                            f"ends before it. If the loop skipped it too, its new rows were never trained: skip only "
+                            f"the batches whose rows were all consumed (rows consumed // the new batch size)",
+                            stacklevel=2)
+                    elif pos == 0 and self.resume_skips:
+                        warnings.warn(
+                            f"record_batches: resume_skips=True, but epoch {epoch}'s first batch holds none of the "
+                            f"rows the ledger records as trained in it before step {self.next_step}: no batch is "
+                            f"taken as skipped (the loader already starts after them, or the order changed: another "
+                            f"seed or dataset), every batch yielded is recorded as trained", stacklevel=2)
                 replaying = False
                 tag = BatchTag(self.rank, epoch, self.next_step, self.next_micro, at)
                 line = f"{self.next_step}\t{self.rank}\t{self.next_micro}\t{epoch}\t" + "\t".join(map(str, idx)) + "\n"
@@ -711,7 +864,7 @@ class RecordingBatchSampler:
                 # batch, whatever epoch it is in); a share of the longest length (every other loader) is the same
                 self._ended[epoch] = self.next_step
                 self._end = {"epoch": epoch, "rank": self.rank, "batches": own, "epoch_batches": most,
-                             "next_step": self.next_step}
+                             "next_step": self.next_step, **({"replayed": replayed} if replayed else {})}
                 self._write_end()  # deferred: once the loop has received every batch issued (else at that commit)
 
 
@@ -885,9 +1038,11 @@ def record_batches(loader_or_sampler: Any, out_dir: str | Path, *, rank: int | N
             at once; see the module docstring for every other write).
         resume_skips: the loop skips the resumed epoch's batches trained before the resume by
             ``itertools.islice(loader, k, None)`` (or any other way that receives and drops them): the
-            first iteration's batches that repeat, in order from the epoch's start, the rows the ledger
-            records for that epoch before ``start_step`` are not recorded. Default False: a loop
-            that receives them trains them again, and the ledger records so (warned).
+            first iteration's batches, in order from the epoch's start, whose rows are all rows the ledger
+            records as trained in that epoch before ``start_step`` (on any rank; in whatever batches: the
+            batch size or the world size may have changed at the resume) are not recorded; the first batch
+            holding another row ends the skip (recorded as trained; warned when it holds consumed rows too).
+            Default False: a loop that receives them trains them again, and the ledger records so (warned).
 
     With Hugging Face accelerate, wrap the prepared loader: ``record_batches(accelerator.prepare(loader),
     folder)`` records the batches this process trains on (accelerate's shard: every ``num_processes``-th
