@@ -4,7 +4,10 @@ A lossless resume restores seven pieces: the model **weights**, the **optimizer*
 buffers, per parameter group), the learning-rate **scheduler**, the fp16 loss **scaler**, the **RNG**
 states (python, numpy, torch, CUDA; one per rank), the **sampler** / dataloader position and the
 **step**. This module finds which are present in the layouts trainers write, and whether their step
-counts agree; each missing piece is a finding that says what it does to the resumed run.
+counts agree; each missing piece is a finding that says what it does to the resumed run. A piece
+there by its file or key and holding nothing (None, an empty dict, an optimizer ``state`` without
+moments past step 0, a scaler state with no scale, weights with no tensor) is missing too, and its
+finding says what it holds.
 
 Layouts (:func:`detect_layout`):
 
@@ -130,6 +133,9 @@ class CheckpointInfo:
     #: relative path -> why the file cannot be loaded by anyone (not a torch.save file, a cut or
     #: corrupt archive or pickle, not a regular file): its piece is not present (not in ``to_dict``)
     unusable: dict[str, str] = field(default_factory=dict)
+    #: optimizer state dicts with params lacking moment buffers, judged before any step was read
+    #: (``where``, :func:`optimizer_detail`): judged once every step is read (not in ``to_dict``)
+    bare_optimizers: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
     @property
     def step(self) -> int | None:
@@ -168,6 +174,8 @@ class _Reader:
 
     def __init__(self, info: CheckpointInfo):
         self.info = info
+        #: whether the last :meth:`load` loaded its file (a file holding None loads as None too)
+        self.loaded = False
 
     def rel(self, p: Path) -> str:
         try:
@@ -180,6 +188,7 @@ class _Reader:
         fs = scan_file(p)
         rel = self.rel(p)
         self.info.files[rel] = fs
+        self.loaded = False
         if fs.unsafe:
             shown = ", ".join(fs.unsafe[:8]) + (f" and {len(fs.unsafe) - 8} more" if len(fs.unsafe) > 8 else "")
             self.info.findings.append(_finding(
@@ -188,7 +197,9 @@ class _Reader:
                 "from its name", count=len(fs.unsafe), file=rel, globals=fs.unsafe))
             return None
         try:
-            return load_safe(fs)
+            obj = load_safe(fs)
+            self.loaded = True
+            return obj
         except UnsafeCheckpoint as e:
             self.info.notes.append(f"{rel}: not loaded ({e})")
             if unusable(fs):
@@ -212,6 +223,18 @@ def _num(v: Any) -> float | None:
         return v
     if _is_tensor(v) and v.numel() == 1:
         return v.item()
+    return None
+
+
+def hollow(v: Any) -> str | None:
+    """What makes a piece's value hold nothing a resume can restore (``None``, an empty dict, list,
+    string or tensor), or None when it holds something."""
+    if v is None:
+        return "None"
+    if isinstance(v, (dict, list, tuple, set, str, bytes)) and not v:
+        return f"an empty {type(v).__name__}"
+    if _is_tensor(v) and v.numel() == 0:
+        return "an empty tensor"
     return None
 
 
@@ -253,7 +276,17 @@ def optimizer_detail(osd: dict) -> dict[str, Any]:
             "scheduler_attached": any(g["initial_lr"] is not None for g in groups)}
 
 
+def _bare_groups(det: dict[str, Any]) -> list[dict[str, Any]]:
+    """The param groups of :func:`optimizer_detail` whose optimizer keeps moment buffers and that
+    hold none for some of their params (no state, or a state of no tensor)."""
+    return [g for g in det["groups"] if g["expects_buffers"] and g["params"]
+            and (g["with_state"] < g["params"] or not g["buffers"])]
+
+
 def _judge_optimizer(info: CheckpointInfo, osd: dict | None, where: str) -> None:
+    """An optimizer state dict: present, its step, and ``ckpt.missing_optimizer`` when a group lacks
+    moment buffers past step 0 (an optimizer that never stepped holds an empty ``state``). Judged when
+    a step count above 0 is already read; otherwise once every step is (:func:`_judge_bare_optimizers`)."""
     pc = info.pieces["optimizer"]
     if osd is None:
         return
@@ -262,32 +295,88 @@ def _judge_optimizer(info: CheckpointInfo, osd: dict | None, where: str) -> None
     pc.detail = det
     if det["step"] is not None:
         info.steps["optimizer.step"] = det["step"]
-    bare = [g for g in det["groups"] if g["expects_buffers"] and g["params"] and g["with_state"] < g["params"]]
-    if bare and (det["step"] or info.step):
-        pc.present = False
+    if _bare_groups(det):
+        info.bare_optimizers.append((where, det))
+        if any(v > 0 for v in info.steps.values()):
+            _judge_bare_optimizers(info)
+
+
+def _judge_bare_optimizers(info: CheckpointInfo) -> None:
+    """``ckpt.missing_optimizer`` for each optimizer state of :attr:`CheckpointInfo.bare_optimizers`
+    once a step count above 0 is read (the folder's, ``global_step``, the scheduler's ``last_epoch``,
+    a ``step`` key): past step 0 every param an Adam or momentum optimizer updated holds its moments."""
+    past = {k: v for k, v in info.steps.items() if v > 0}
+    if not past:
+        return
+    shown = ", ".join(f"{k} {v}" for k, v in past.items())
+    for where, det in info.bare_optimizers:
+        bare = _bare_groups(det)
+        info.pieces["optimizer"].present = False
         desc = "; ".join(f"group {g['group']}: {g['params'] - g['with_state']} of {g['params']} params without "
-                         "moment buffers" for g in bare)
+                         "state" if g["with_state"] < g["params"] else f"group {g['group']}: its "
+                         f"{g['params']} params' state holds no tensor" for g in bare)
+        if not any(g["with_state"] for g in det["groups"]):
+            desc = "its state is empty: " + desc
         info.findings.append(_finding(
-            "ckpt.missing_optimizer", f"{where}: the optimizer state holds no moment buffers ({desc}): those params "
-            "restart from zero moments, a warm start rather than a lossless resume", count=len(bare),
-            groups=[g["group"] for g in bare], file=where))
+            "ckpt.missing_optimizer", f"{where}: the optimizer state holds no moment buffers ({desc}) while the "
+            f"checkpoint is past step 0 ({shown}): those params restart from zero moments, a warm start rather "
+            "than a lossless resume", count=len(bare), groups=[g["group"] for g in bare], file=where))
+    info.bare_optimizers.clear()
 
 
 def _rng_kinds(d: Any) -> list[str]:
-    """The generators an RNG state dict holds (Hugging Face's and accelerate's key names)."""
+    """The generators an RNG state dict holds (Hugging Face's and accelerate's key names); a key
+    whose value is :func:`hollow` (None, empty) holds none."""
     if not isinstance(d, dict):
         return []
     names = {"python": ("python", "random_state", "py_rng", "python_rng"),
              "numpy": ("numpy", "numpy_random_seed", "np_rng", "numpy_rng"),
              "torch": ("cpu", "torch", "torch_manual_seed", "torch_rng", "cpu_rng_state"),
              "cuda": ("cuda", "torch_cuda_manual_seed", "cuda_rng", "cuda_rng_state")}
-    return [k for k, keys in names.items() if any(x in d for x in keys)]
+    return [k for k, keys in names.items() if any(x in d and hollow(d[x]) is None for x in keys)]
+
+
+def _holds(v: Any) -> str:
+    """What ``v`` is, for a finding about a piece that holds nothing usable ("None", "an empty dict",
+    "a dict of keys a, b")."""
+    h = hollow(v)
+    if h:
+        return h
+    if isinstance(v, dict):
+        return f"a dict of keys {', '.join(map(str, list(v)[:6]))}" + (" ..." if len(v) > 6 else "")
+    return f"a {type(v).__name__}"
+
+
+def is_scaler_hollow(d: Any) -> str | None:
+    """Why a loaded loss scaler state holds no loss scale (``scale`` / DeepSpeed's ``cur_scale`` a
+    positive number), or None. torch's ``GradScaler.state_dict()`` is ``{}`` when the scaler is
+    disabled (bf16 or fp32 runs)."""
+    if not is_scaler_state(d):
+        return _holds(d)
+    sc = _num(d.get("scale", d.get("cur_scale")))
+    if sc is None or not sc > 0:
+        return f"a scale of {d.get('scale', d.get('cur_scale'))!r}"
+    return None
+
+
+def _hollow_piece(info: CheckpointInfo, name: str, file: str, what: str) -> None:
+    """A piece whose file or key is there and holds nothing a resume can restore (``what``: what it
+    holds): not present, its missing-piece finding says so (the scaler's only under fp16, by
+    :func:`_judge_scaler`)."""
+    pc = info.pieces[name]
+    pc.present = False
+    pc.detail["hollow"] = f"{file} holds {what}"
+    if name in _MISSING_ID:
+        cid, msg = _MISSING_ID[name]
+        _missing(info, cid, f"{file} holds {what}, so the checkpoint has " + msg, file=file)
 
 
 def _judge_rng(info: CheckpointInfo, per_rank: dict[int, list[str] | None], files: dict[int, str],
-               never: str | None = None) -> None:
-    """Per rank: the generators found (None: the file was not loaded). ``never``: the layout saves
-    no RNG of its own (the reason, for the finding)."""
+               never: str | None = None, empty: dict[int, str] | None = None) -> None:
+    """Per rank: the generators found (None: the file was not loaded; an empty list: loaded, and it
+    holds none, ``empty`` saying what it holds instead). ``never``: the layout saves no RNG of its
+    own (the reason, for the finding)."""
+    empty = empty or {}
     pc = info.pieces["rng"]
     pc.files = [files[r] for r in sorted(files)]
     pc.detail = {"ranks": {str(r): v for r, v in sorted(per_rank.items())}}
@@ -304,8 +393,10 @@ def _judge_rng(info: CheckpointInfo, per_rank: dict[int, list[str] | None], file
         lack = [k for k in ("python", "numpy", "torch") if k not in kinds]
         if lack:
             pc.present = False
+            what = (f"lacks the {', '.join(lack)} generator(s)" if kinds else
+                    f"holds none of the generators ({', '.join(lack)}: {empty.get(r, 'no key naming one')})")
             info.findings.append(_finding(
-                "ckpt.missing_rng", f"rank {r}'s RNG state ({files.get(r)}) lacks the {', '.join(lack)} generator(s): "
+                "ckpt.missing_rng", f"rank {r}'s RNG state ({files.get(r)}) {what}: "
                 "their draws after the resume differ from an uninterrupted run", rank=r, generators=lack))
     if info.world_size:
         gone = [r for r in range(info.world_size) if r not in per_rank]
@@ -314,6 +405,17 @@ def _judge_rng(info: CheckpointInfo, per_rank: dict[int, list[str] | None], file
                 "ckpt.rank_missing", f"no RNG state file for rank(s) {gone} of {info.world_size}: those ranks restart "
                 "their RNG from the seed, so their dropout and sampling differ from the others' resumed state",
                 count=len(gone), ranks=gone, kind="rng"))
+
+
+def _rng_read(rd: _Reader, p: Path) -> tuple[list[str] | None, str]:
+    """The generators of a per-rank RNG file (None: not loaded), and what the file holds when it
+    names none (for the finding)."""
+    d = rd.load(p)
+    if not rd.loaded:
+        return None, ""
+    kinds = _rng_kinds(d)
+    return kinds, "" if kinds else (f"it holds {hollow(d)}" if hollow(d) else f"it holds a {type(d).__name__}"
+                                    + (f" of keys {', '.join(map(str, list(d)[:6]))}" if isinstance(d, dict) else ""))
 
 
 def _judge_steps(info: CheckpointInfo, scale: dict[str, int] | None = None) -> None:
@@ -350,7 +452,8 @@ def _judge_scaler(info: CheckpointInfo, fp16: bool | None) -> None:
     if info.pieces["scaler"].present:
         return
     if fp16:
-        _missing(info, "ckpt.missing_scaler", MSG_SCALER)
+        why = info.pieces["scaler"].detail.get("hollow")
+        _missing(info, "ckpt.missing_scaler", f"{why}, not a loss scale: {MSG_SCALER}" if why else MSG_SCALER)
     elif fp16 is None:
         info.pieces["scaler"].note = "pass --fp16 when the run trained in fp16 with a loss scaler"
 
@@ -404,6 +507,7 @@ def detect_layout(path: Path) -> tuple[str, Path]:
 def _weights_files(info: CheckpointInfo, rd: _Reader, folder: Path) -> None:
     pc = info.pieces["weights"]
     names = sorted(p.name for p in folder.iterdir() if p.is_file())
+    counted: set[str] = set()  # the weights files whose tensors were counted
     for idx in [n for n in names if n.endswith(".index.json")]:
         try:
             wm = read_json_file(folder / idx).get("weight_map") or {}
@@ -413,8 +517,10 @@ def _weights_files(info: CheckpointInfo, rd: _Reader, folder: Path) -> None:
         shards = sorted(set(wm.values()))
         gone = [s for s in shards if not (folder / s).is_file()]
         pc.files.append(idx)
-        pc.present = not gone
+        pc.present = bool(shards) and not gone
         pc.detail["shards"] = len(shards)
+        if not shards:
+            pc.note = f"{idx}: its weight_map names no shard: no weights to restore"
         if gone:
             _missing(info, "ckpt.rank_missing", f"the weights index {idx} names {len(shards)} shard(s) and "
                      f"{len(gone)} are absent ({', '.join(gone[:5])}): the model cannot be restored",
@@ -431,6 +537,7 @@ def _weights_files(info: CheckpointInfo, rd: _Reader, folder: Path) -> None:
                 continue
             pc.present = True
             pc.files.append(n)
+            counted.add(n)
         elif re.match(r"^(pytorch_model|adapter_model)(_fsdp)?(_\d+)?\.bin$", n) or (
                 n.startswith("pytorch_model-") and n.endswith(".bin")):
             fs = scan_file(folder / n)
@@ -442,8 +549,23 @@ def _weights_files(info: CheckpointInfo, rd: _Reader, folder: Path) -> None:
             pc.files.append(n)
             if fs.unsafe:
                 rd.load(folder / n)  # records the unsafe_pickle finding
-            else:
-                pc.detail["tensors"] = pc.detail.get("tensors", 0) + max(0, len(fs.members) - 4)
+            elif fs.kind == "torch_zip":  # a tensor's storage is a data/<key> member (tied tensors share one)
+                pc.detail["tensors"] = pc.detail.get("tensors", 0) + sum(m.startswith("data/") for m in fs.members)
+                counted.add(n)
+    if pc.present and pc.detail.get("tensors") == 0 and counted >= set(pc.files):
+        pc.present = False
+        pc.note = f"{', '.join(pc.files)}: no tensor in it: no weights to restore"
+
+
+def _read_scaler(info: CheckpointInfo, rd: _Reader, root: Path, name: str) -> None:
+    """A loss scaler file: present, unless it loads and holds no loss scale (:func:`is_scaler_hollow`)."""
+    pc = info.pieces["scaler"]
+    pc.present, pc.files = True, [name]
+    d = rd.load(root / name)
+    why = is_scaler_hollow(d) if rd.loaded else None
+    if why:
+        pc.present = False
+        pc.detail["hollow"] = f"{name} holds {why}"
 
 
 def _inspect_hf(info: CheckpointInfo, rd: _Reader, fp16: bool | None) -> None:
@@ -486,7 +608,9 @@ def _inspect_hf(info: CheckpointInfo, rd: _Reader, fp16: bool | None) -> None:
         osd = rd.load(root / opt_files[0])
         if is_optimizer_state(osd):
             _judge_optimizer(info, osd, opt_files[0])
-        elif osd is None:
+        elif rd.loaded and hollow(osd):
+            _hollow_piece(info, "optimizer", opt_files[0], f"{hollow(osd)}, not an optimizer state dict")
+        else:
             info.pieces["optimizer"].present = True
             info.pieces["optimizer"].note = f"{opt_files[0]} present, not loaded"
     else:
@@ -501,18 +625,20 @@ def _inspect_hf(info: CheckpointInfo, rd: _Reader, fp16: bool | None) -> None:
             pc.detail = {"last_epoch": ssd.get("last_epoch"), "step_count": ssd.get("_step_count")}
             if isinstance(ssd.get("last_epoch"), int):
                 info.steps["scheduler.last_epoch"] = ssd["last_epoch"]
+        elif rd.loaded and hollow(ssd):  # (a custom scheduler's state may hold no last_epoch: not judged)
+            _hollow_piece(info, "scheduler", "scheduler.pt", f"{hollow(ssd)}, not a scheduler state")
     else:
         _missing(info, "ckpt.missing_scheduler", MSG_SCHEDULER)
     if "scaler.pt" in names:
-        info.pieces["scaler"].present, info.pieces["scaler"].files = True, ["scaler.pt"]
-        rd.load(root / "scaler.pt")
+        _read_scaler(info, rd, root, "scaler.pt")
     if not ds_here:  # under DeepSpeed the engine's own loss scaler was judged with its optimizer
         _judge_scaler(info, fp16)
     rng = {int(m.group(1) or 0): n for n in names if (m := _HF_RNG.match(n))}
     if info.world_size is None and rng:
         info.world_size = max(rng) + 1
     info.ranks = sorted(rng)
-    _judge_rng(info, {r: _rng_kinds(rd.load(root / n)) or None for r, n in rng.items()}, rng)
+    read = {r: _rng_read(rd, root / n) for r, n in sorted(rng.items())}
+    _judge_rng(info, {r: k for r, (k, _) in read.items()}, rng, empty={r: e for r, (_, e) in read.items()})
     _judge_steps(info)
 
 
@@ -529,6 +655,7 @@ def _merge_deepspeed(info: CheckpointInfo, root: Path, fp16: bool | None) -> Non
     sub = CheckpointInfo(path=root, root=root, layout="deepspeed", world_size=info.world_size)
     try:
         _inspect_deepspeed(sub, _Reader(sub), fp16)
+        _judge_bare_optimizers(sub)
     except UsageError as e:
         info.notes.append(f"DeepSpeed folder inside the checkpoint not read: {e}")
         return
@@ -556,6 +683,8 @@ def _inspect_accelerate(info: CheckpointInfo, rd: _Reader, fp16: bool | None) ->
         osd = rd.load(root / opts[0])
         if is_optimizer_state(osd):
             _judge_optimizer(info, osd, opts[0])
+        elif rd.loaded and hollow(osd):
+            _hollow_piece(info, "optimizer", opts[0], f"{hollow(osd)}, not an optimizer state dict")
         else:
             info.pieces["optimizer"].present = True
     else:
@@ -568,17 +697,23 @@ def _inspect_accelerate(info: CheckpointInfo, rd: _Reader, fp16: bool | None) ->
         if is_scheduler_state(ssd) and isinstance(ssd.get("last_epoch"), int):
             pc.detail = {"last_epoch": ssd["last_epoch"]}
             info.steps["scheduler.last_epoch"] = ssd["last_epoch"]
+        elif rd.loaded and hollow(ssd):
+            _hollow_piece(info, "scheduler", scheds[0], f"{hollow(ssd)}, not a scheduler state")
     else:
         _missing(info, "ckpt.missing_scheduler", MSG_SCHEDULER)
     if "scaler.pt" in names:
-        info.pieces["scaler"].present, info.pieces["scaler"].files = True, ["scaler.pt"]
-        rd.load(root / "scaler.pt")
+        _read_scaler(info, rd, root, "scaler.pt")
     _judge_scaler(info, fp16)
     samplers = [n for n in names if re.match(r"^(sampler|dl_state_dict)(_\d+)?\.bin$", n)]
     if samplers:
         info.pieces["sampler"].present, info.pieces["sampler"].files = True, samplers
+        empty = {}
         for n in samplers:
-            rd.load(root / n)
+            d = rd.load(root / n)
+            if rd.loaded and hollow(d):
+                empty[n] = hollow(d)
+        if len(empty) == len(samplers):
+            _hollow_piece(info, "sampler", ", ".join(samplers), " and ".join(sorted(set(empty.values()))))
     else:
         _missing(info, "ckpt.missing_sampler_state", MSG_SAMPLER + " (accelerate restores no data position: "
                  "the loop must call skip_first_batches itself, or use a stateful dataloader)")
@@ -587,12 +722,10 @@ def _inspect_accelerate(info: CheckpointInfo, rd: _Reader, fp16: bool | None) ->
         info.world_size = max(rng) + 1
     info.ranks = sorted(rng)
     kinds: dict[int, list[str] | None] = {}
-    for r, n in rng.items():
-        d = rd.load(root / n)
-        kinds[r] = _rng_kinds(d) or None
-        if isinstance(d, dict) and isinstance(d.get("step"), int):
-            info.pieces["step"].detail[f"random_states_{r}.step"] = d["step"]
-    _judge_rng(info, kinds, rng)
+    empty: dict[int, str] = {}
+    for r, n in sorted(rng.items()):
+        kinds[r], empty[r] = _rng_read(rd, root / n)
+    _judge_rng(info, kinds, rng, empty=empty)
     scale = {"scheduler.last_epoch": info.world_size or 1}  # AcceleratedScheduler steps once per process
     _judge_steps(info, scale)
 
@@ -620,14 +753,23 @@ def _inspect_lightning(info: CheckpointInfo, rd: _Reader, fp16: bool | None) -> 
         _missing(info, "ckpt.missing_optimizer", MSG_OPTIMIZER + " (optimizer_states is empty: saved with "
                  "save_weights_only)")
     scheds = ck.get("lr_schedulers") or []
-    if scheds:
+    bad = [i for i, s in enumerate(scheds) if hollow(s)]  # (a custom scheduler's state may hold no last_epoch)
+    if scheds and not bad:
         info.pieces["scheduler"].present = True
         info.pieces["scheduler"].detail = {"last_epoch": [s.get("last_epoch") for s in scheds if isinstance(s, dict)]}
+    elif scheds:
+        _hollow_piece(info, "scheduler", f"{rel} lr_schedulers", ", ".join(
+            f"[{i}] {hollow(scheds[i])}" for i in bad) + ", not a scheduler state")
     elif attached or not opts:
         _missing(info, "ckpt.missing_scheduler", MSG_SCHEDULER + (" (the optimizer's param groups carry initial_lr: "
                  "a scheduler was attached)" if attached else ""))
-    if "MixedPrecision" in ck or "native_amp_scaling_state" in ck:
-        info.pieces["scaler"].present = True
+    for key in ("MixedPrecision", "native_amp_scaling_state"):
+        if key in ck:  # Lightning writes the key only when its scaler's state is not empty
+            why = is_scaler_hollow(ck[key])
+            info.pieces["scaler"].present = not why
+            if why:
+                info.pieces["scaler"].detail["hollow"] = f"{rel} {key} holds {why}"
+            break
     _judge_scaler(info, fp16)
     loops = ck.get("loops")
     fit = loops.get("fit_loop") if isinstance(loops, dict) else None
@@ -687,7 +829,11 @@ def _inspect_deepspeed(info: CheckpointInfo, rd: _Reader, fp16: bool | None) -> 
         if isinstance(ms.get("global_steps"), int):
             info.steps["global_steps"] = ms["global_steps"]
         lrs = ms.get("lr_scheduler")
-        if isinstance(lrs, dict):
+        if isinstance(lrs, dict) and hollow(lrs):
+            info.pieces["scheduler"].files = [models[min(models)]]
+            _hollow_piece(info, "scheduler", f"{models[min(models)]} lr_scheduler",
+                          f"{hollow(lrs)}, not a scheduler state")
+        elif isinstance(lrs, dict):
             info.pieces["scheduler"].present = True
             info.pieces["scheduler"].files = [models[min(models)]]
             it = lrs.get("last_batch_iteration", lrs.get("last_epoch"))
@@ -701,10 +847,10 @@ def _inspect_deepspeed(info: CheckpointInfo, rd: _Reader, fp16: bool | None) -> 
             osd = ms["optimizer"]
             inner = osd.get("optimizer_state_dict", osd) if isinstance(osd, dict) else None
             _judge_optimizer(info, inner if is_optimizer_state(inner) else None, models[min(models)])
-        sampler = ms.get("data_sampler") or any(v is not None for k, v in ms.items() if k != "data_sampler" and (
-            "sampler" in str(k) or "dataloader" in str(k)))
+        sampler = any(not hollow(v) for k, v in ms.items() if "sampler" in str(k) or "dataloader" in str(k))
         info.pieces["sampler"].present = bool(sampler)
-        rng_keys = [k for k in ms if "rng" in str(k).lower() or "random" in str(k).lower()]
+        rng_keys = [k for k, v in ms.items() if ("rng" in str(k).lower() or "random" in str(k).lower())
+                    and not hollow(v)]
         if rng_keys:
             info.pieces["rng"].detail = {"client_state_keys": rng_keys}
     else:
@@ -734,7 +880,7 @@ def _inspect_deepspeed(info: CheckpointInfo, rd: _Reader, fp16: bool | None) -> 
             if not bufs:
                 _missing(info, "ckpt.missing_optimizer", f"{first}: the ZeRO optimizer state holds no moment "
                          "buffers: a warm start, not a lossless resume", file=first)
-            scaler = "loss_scaler" in inner or "dynamic_loss_scale" in inner
+            scaler = inner.get("loss_scaler") is not None or bool(inner.get("dynamic_loss_scale"))
         else:
             info.pieces["optimizer"].present = True
             info.pieces["optimizer"].note = f"{first} not loaded: judged from its pickle's names"
@@ -754,7 +900,7 @@ def _inspect_deepspeed(info: CheckpointInfo, rd: _Reader, fp16: bool | None) -> 
         if gone_m:
             _missing(info, "ckpt.rank_missing", f"no model states file for model-parallel rank(s) {gone_m} of {mp}",
                      count=len(gone_m), ranks=gone_m, kind="model_shard")
-    if not info.pieces["scheduler"].present:
+    if not info.pieces["scheduler"].present and "hollow" not in info.pieces["scheduler"].detail:
         _missing(info, "ckpt.missing_scheduler", MSG_SCHEDULER)
     _judge_scaler(info, fp16)
     if not info.pieces["sampler"].present:
@@ -869,9 +1015,18 @@ def _inspect_torch_save(info: CheckpointInfo, rd: _Reader, fp16: bool | None) ->
         found["weights"].append(("(top level)", ck))
     else:
         walk(ck, "", 0)
+    # a key naming a piece whose value holds nothing (None, {}, []: a sampler or RNG never filled in),
+    # or a loss scaler state with no scale, does not count for its piece
+    empty = {p: [(k, hollow(v) if p != "scaler" else is_scaler_hollow(v)) for k, v in found[p]]
+             for p in ("scaler", "sampler", "rng")}
+    for p in empty:
+        empty[p] = [(k, h) for k, h in empty[p] if h]
+        found[p] = [(k, v) for k, v in found[p] if k not in {e for e, _ in empty[p]}]
     for p in ("weights", "scaler", "sampler"):
         info.pieces[p].present = bool(found[p])
         info.pieces[p].detail = {"keys": [k for k, _ in found[p]]}
+    if empty["scaler"] and not found["scaler"]:
+        info.pieces["scaler"].detail["hollow"] = "; ".join(f"{rel}[{k}] holds {h}" for k, h in empty["scaler"])
     attached = False
     for key, osd in found["optimizer"]:
         _judge_optimizer(info, osd, f"{rel}[{key}]")
@@ -887,15 +1042,24 @@ def _inspect_torch_save(info: CheckpointInfo, rd: _Reader, fp16: bool | None) ->
         _missing(info, "ckpt.missing_scheduler", MSG_SCHEDULER
                  + (" (the optimizer's param groups carry initial_lr: a scheduler was attached)" if attached else ""))
     _judge_scaler(info, fp16)
-    if not found["sampler"]:
+    if empty["sampler"] and not found["sampler"]:
+        _hollow_piece(info, "sampler", ", ".join(f"{rel}[{k}]" for k, _ in empty["sampler"]),
+                      " and ".join(sorted({h for _, h in empty["sampler"]})))
+    elif not found["sampler"]:
         _missing(info, "ckpt.missing_sampler_state", MSG_SAMPLER)
     for key, v in found["step"]:
         info.steps[key] = int(_num(v) or 0)
     kinds = {0: sorted({k for _, v in found["rng"] for k in _rng_kinds(v)})} if found["rng"] else {}
     info.ranks = [0]
-    if kinds and not kinds[0]:  # an RNG key whose value is not a known dict (a bare tensor): present, kinds unknown
+    if empty["rng"] and not found["rng"]:
+        _hollow_piece(info, "rng", ", ".join(f"{rel}[{k}]" for k, _ in empty["rng"]),
+                      " and ".join(sorted({h for _, h in empty["rng"]})))
+    elif kinds and not kinds[0] and not any(isinstance(v, dict) for _, v in found["rng"]):
+        # an RNG key whose value is not a dict (a bare generator state tensor): present, generators unknown
         info.pieces["rng"].present = True
         info.pieces["rng"].detail = {"keys": [k for k, _ in found["rng"]]}
+    elif kinds and not kinds[0]:  # a dict under an RNG key naming no generator
+        _judge_rng(info, kinds, {0: rel}, empty={0: "; ".join(f"{rel}[{k}] holds {_holds(v)}" for k, v in found["rng"])})
     else:
         _judge_rng(info, {r: v for r, v in kinds.items()}, {0: rel} if kinds else {})
     _judge_steps(info)
@@ -998,6 +1162,7 @@ def inspect_checkpoint(path: str | Path, *, fp16: bool | None = None, world_size
         layout, root = detect_layout(p)
     info = CheckpointInfo(path=p, root=root, layout=layout, world_size=world_size)
     _INSPECT[layout](info, _Reader(info), fp16)
+    _judge_bare_optimizers(info)
     over = [r for r in info.ranks if world_size is not None and r >= world_size]
     if over:
         raise UsageError(f"--world-size is {world_size} (ranks 0 .. {world_size - 1}), but {root} holds per-rank "

@@ -194,3 +194,63 @@ def test_a_trainer_checkpoint_saved_under_deepspeed(hf_run, tmp_path):
     info = inspect_checkpoint(ck)
     assert _checks(info) == ["ckpt.rank_missing"]
     assert info.findings[0].details["files"] == ["zero_pp_rank_1_mp_rank_00"]
+
+
+def _hollow_optimizer(ck):
+    """The checkpoint's own optimizer.pt with its ``state`` emptied (its param_groups kept)."""
+    osd = torch.load(ck / "optimizer.pt", weights_only=True)
+    return {"state": {}, "param_groups": osd["param_groups"]}
+
+
+@pytest.mark.parametrize(("file", "content", "check", "says"), [
+    ("optimizer.pt", _hollow_optimizer, "ckpt.missing_optimizer", "its state is empty"),
+    ("optimizer.pt", lambda ck: {}, "ckpt.missing_optimizer", "optimizer.pt holds an empty dict"),
+    ("scheduler.pt", lambda ck: {}, "ckpt.missing_scheduler", "scheduler.pt holds an empty dict"),
+    ("rng_state.pth", lambda ck: {}, "ckpt.missing_rng", "holds none of the generators"),
+    ("rng_state.pth", lambda ck: {"python": None, "numpy": None, "cpu": None}, "ckpt.missing_rng",
+     "holds none of the generators"),
+])
+def test_a_piece_present_by_name_and_hollow(hf_run, tmp_path, file, content, check, says):
+    """A Trainer checkpoint whose piece's file is there and holds nothing a resume restores (an
+    optimizer state without state past step 0, an empty dict): not present, its finding says what it holds."""
+    ck = _copy(hf_run, tmp_path)
+    torch.save(content(ck), ck / file)
+    info = inspect_checkpoint(ck)
+    assert _checks(info) == [check]
+    assert says in info.findings[0].message and file in info.findings[0].message
+    piece = {"optimizer.pt": "optimizer", "scheduler.pt": "scheduler", "rng_state.pth": "rng"}[file]
+    assert not info.pieces[piece].present
+    r = run_cli("checkpoint", str(ck))
+    assert "every piece of a lossless resume is present" not in r.stdout
+    assert r.returncode == (1 if info.findings[0].severity == "error" else 0)
+
+
+def test_hollow_optimizer_counts_the_params_of_each_group(hf_run, tmp_path):
+    ck = _copy(hf_run, tmp_path)
+    osd = _hollow_optimizer(ck)
+    torch.save(osd, ck / "optimizer.pt")
+    f = inspect_checkpoint(ck).findings[0]
+    assert f.details["groups"] == list(range(len(osd["param_groups"])))
+    for i, g in enumerate(osd["param_groups"]):
+        assert f"group {i}: {len(g['params'])} of {len(g['params'])} params without state" in f.message
+    assert f"folder {STEPS}" in f.message
+
+
+def test_empty_weights_and_scaler(hf_run, tmp_path):
+    """model.safetensors holding no tensor is no weights (exit 2); scaler.pt holding a disabled
+    GradScaler's state (``{}``) is no loss scale under --fp16."""
+    from safetensors.torch import save_file
+
+    ck = _copy(hf_run, tmp_path)
+    save_file({}, str(ck / "model.safetensors"))
+    info = inspect_checkpoint(ck)
+    assert not info.pieces["weights"].present
+    assert run_cli("checkpoint", str(ck)).returncode == 2
+    ck = _copy(hf_run, tmp_path / "sc")
+    disabled = torch.amp.GradScaler("cpu", enabled=False).state_dict()
+    assert disabled == {}
+    torch.save(disabled, ck / "scaler.pt")
+    info = inspect_checkpoint(ck, fp16=True)
+    assert _checks(info) == ["ckpt.missing_scaler"]
+    assert "scaler.pt holds an empty dict" in info.findings[0].message
+    assert _checks(inspect_checkpoint(ck)) == []  # not known to be fp16: the scaler is not judged

@@ -58,6 +58,86 @@ def test_plain_torch_save_dict(tmp_path):
     assert _checks(inspect_checkpoint(p)) == ["ckpt.step_mismatch"]
 
 
+def _adamw_run(steps):
+    """The trial's run: a Linear stepped ``steps`` times by AdamW under a LambdaLR, saved as a plain dict."""
+    torch.manual_seed(0)
+    m = torch.nn.Linear(4, 3)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-2)
+    sch = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
+    for _ in range(steps):
+        m(torch.randn(2, 4)).sum().backward()
+        opt.step()
+        sch.step()
+        opt.zero_grad()
+    return {"model": m.state_dict(), "optimizer": opt.state_dict(), "scheduler": sch.state_dict(),
+            "rng": {"cpu": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()},
+            "sampler": {"epoch": 1, "consumed_in_epoch": 8}, "step": steps}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("change", "check", "says"), [
+    ({"sampler": None}, "ckpt.missing_sampler_state", "[sampler] holds None"),
+    ({"sampler": {}}, "ckpt.missing_sampler_state", "[sampler] holds an empty dict"),
+    ({"rng": {}}, "ckpt.missing_rng", "[rng] holds an empty dict"),
+    ({"rng": None}, "ckpt.missing_rng", "[rng] holds None"),
+    ({"rng": {"python": None, "numpy": None, "cpu": None}}, "ckpt.missing_rng", "holds none of the generators"),
+    ({"rng": {"cpu": torch.get_rng_state()}}, "ckpt.missing_rng", "lacks the python, numpy generator(s)"),
+    ({"optimizer": "empty_state"}, "ckpt.missing_optimizer", "its state is empty"),
+    ({"optimizer": "empty_state", "step": "drop"}, "ckpt.missing_optimizer", "scheduler.last_epoch 15"),
+    ({"optimizer": "no_tensor"}, "ckpt.missing_optimizer", "params' state holds no tensor"),
+])
+def test_plain_torch_save_piece_present_by_name_and_hollow(tmp_path, change, check, says):
+    """A new user's trial: after 15 AdamW steps, a plain dict whose sampler is None, whose RNG dict is
+    empty, or whose optimizer holds no state for any param (scheduler.last_epoch 15) was reported as
+    every piece present (exit 0)."""
+    full = _adamw_run(15)
+    ck = dict(full)
+    for k, v in change.items():
+        if v == "drop":
+            ck.pop(k)
+        elif v == "empty_state":
+            ck[k] = {"state": {}, "param_groups": full["optimizer"]["param_groups"]}
+        elif v == "no_tensor":
+            ck[k] = {"state": {p: {"step": s["step"]} for p, s in full["optimizer"]["state"].items()},
+                     "param_groups": full["optimizer"]["param_groups"]}
+        else:
+            ck[k] = v
+    torch.save(full, tmp_path / "full.pt")
+    assert _checks(inspect_checkpoint(tmp_path / "full.pt")) == []
+    p = tmp_path / "hollow.pt"
+    torch.save(ck, p)
+    info = inspect_checkpoint(p)
+    assert _checks(info) == [check]
+    assert says in info.findings[0].message
+    piece = {"ckpt.missing_sampler_state": "sampler", "ckpt.missing_rng": "rng", "ckpt.missing_optimizer": "optimizer"}
+    assert not info.pieces[piece[check]].present
+    if check == "ckpt.missing_optimizer":
+        n_params = len(full["optimizer"]["param_groups"][0]["params"])
+        assert f"{n_params} " in info.findings[0].message and info.findings[0].details["groups"] == [0]
+    r = run_cli("checkpoint", str(p))
+    assert "every piece of a lossless resume is present" not in r.stdout
+    assert r.returncode == (1 if info.findings[0].severity == "error" else 0), r.stdout + r.stderr
+
+
+@pytest.mark.slow
+def test_plain_torch_save_at_step_0_and_empty_weights(tmp_path):
+    """An optimizer that never stepped holds an empty state: at step 0 that is complete. A model
+    state dict with no tensor is no weights (exit 2); a GradScaler state with no scale is no scaler."""
+    full = _adamw_run(0)
+    assert full["optimizer"]["state"] == {} and full["scheduler"]["last_epoch"] == 0
+    torch.save(full, tmp_path / "step0.pt")
+    assert _checks(inspect_checkpoint(tmp_path / "step0.pt")) == []
+    torch.save({**full, "model": {}}, tmp_path / "noweights.pt")
+    assert not inspect_checkpoint(tmp_path / "noweights.pt").pieces["weights"].present
+    assert run_cli("checkpoint", str(tmp_path / "noweights.pt")).returncode == 2
+    sc = torch.amp.GradScaler("cpu", init_scale=1024.0).state_dict()
+    torch.save({**full, "scaler": sc}, tmp_path / "scaler.pt")
+    assert _checks(inspect_checkpoint(tmp_path / "scaler.pt", fp16=True)) == []
+    torch.save({**full, "scaler": {**sc, "scale": None}}, tmp_path / "noscale.pt")
+    info = inspect_checkpoint(tmp_path / "noscale.pt", fp16=True)
+    assert _checks(info) == ["ckpt.missing_scaler"] and "a scale of None" in info.findings[0].message
+
+
 # ---------------------------------------------------------------------------------------------- torch DCP
 
 
@@ -114,6 +194,26 @@ def test_accelerate_save_state(tmp_path):
         (d / drop).unlink()
         got = _checks(inspect_checkpoint(d))
         assert got == sorted([check, "ckpt.missing_sampler_state"]), drop
+    # each piece's file there and holding nothing a resume restores
+    osd = torch.load(tmp_path / "state" / "optimizer.bin", weights_only=True)
+    for name, content, check, says in [
+            ("optimizer.bin", {"state": {}, "param_groups": osd["param_groups"]}, "ckpt.missing_optimizer",
+             "its state is empty"),
+            ("scheduler.bin", {}, "ckpt.missing_scheduler", "scheduler.bin holds an empty dict"),
+            ("random_states_0.pkl", {"step": 0}, "ckpt.missing_rng", "holds none of the generators"),
+            ("dl_state_dict.bin", {}, "ckpt.missing_sampler_state", "dl_state_dict.bin holds an empty dict")]:
+        d = tmp_path / f"hollow_{name}"
+        shutil.copytree(tmp_path / "state", d)
+        torch.save(content, d / name)
+        info = inspect_checkpoint(d)
+        assert _checks(info) == sorted({check, "ckpt.missing_sampler_state"}), name
+        assert any(says in f.message for f in info.findings if f.check == check), name
+    # a stateful dataloader's state (keys of torchdata's StatefulDataLoader.state_dict, what save_state writes
+    # under use_stateful_dataloader; torchdata is not installed here) is a data position
+    d = tmp_path / "dl_state"
+    shutil.copytree(tmp_path / "state", d)
+    torch.save({"_num_yielded": 3, "_sampler_iter_yielded": 3, "_iterator_finished": False}, d / "dl_state_dict.bin")
+    assert _checks(inspect_checkpoint(d)) == []
 
 
 # ---------------------------------------------------------------------------------------------- Lightning
@@ -164,6 +264,20 @@ def test_lightning_ckpt(tmp_path):
     got = _checks(inspect_checkpoint(tmp_path / "weights_only.ckpt"))
     assert got == ["ckpt.missing_optimizer", "ckpt.missing_rng", "ckpt.missing_sampler_state",
                    "ckpt.missing_scheduler"]
+    # the optimizer's state emptied past step 0, the scheduler's state emptied, a scaler state with no scale
+    ck = torch.load(first, weights_only=True)
+    assert "MixedPrecision" not in ck  # 32-bit: Lightning writes no precision plugin state
+    ck["optimizer_states"] = [{"state": {}, "param_groups": o["param_groups"]} for o in ck["optimizer_states"]]
+    ck["lr_schedulers"] = [{}]
+    ck["MixedPrecision"] = torch.amp.GradScaler("cpu", enabled=False).state_dict()
+    torch.save(ck, tmp_path / "hollow.ckpt")
+    info = inspect_checkpoint(tmp_path / "hollow.ckpt", fp16=True)
+    assert _checks(info) == ["ckpt.missing_optimizer", "ckpt.missing_rng", "ckpt.missing_sampler_state",
+                             "ckpt.missing_scaler", "ckpt.missing_scheduler"]
+    msgs = {f.check: f.message for f in info.findings}
+    assert f"global_step {every}" in msgs["ckpt.missing_optimizer"]
+    assert "lr_schedulers holds [0] an empty dict" in msgs["ckpt.missing_scheduler"]
+    assert "MixedPrecision holds an empty dict" in msgs["ckpt.missing_scaler"]
 
 
 # ---------------------------------------------------------------------------------------------- DeepSpeed (made like)
@@ -186,6 +300,14 @@ def test_deepspeed_layout(tmp_path):
     assert "ckpt.missing_scaler" not in _checks(inspect_checkpoint(
         deepspeed_folder(tmp_path / "bf", scaler=False, fp16=False)))
     assert "ckpt.missing_scheduler" in _checks(inspect_checkpoint(deepspeed_folder(tmp_path / "ns", scheduler=False)))
+    # the client state's lr_scheduler there and empty
+    ns = deepspeed_folder(tmp_path / "es")
+    ms_path = ns / "global_step6" / "mp_rank_00_model_states.pt"
+    ms = torch.load(ms_path, weights_only=False)
+    torch.save({**ms, "lr_scheduler": {}}, ms_path)
+    info = inspect_checkpoint(ns)
+    assert "ckpt.missing_scheduler" in _checks(info)
+    assert any("lr_scheduler holds an empty dict" in f.message for f in info.findings)
     r = run_cli("checkpoint", str(tmp_path / "rank"), "--format", "json")
     assert r.returncode == 1
     assert json.loads(r.stdout)["result"]["layout"] == "deepspeed"
