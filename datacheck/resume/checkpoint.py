@@ -277,10 +277,16 @@ def optimizer_detail(osd: dict) -> dict[str, Any]:
 
 
 def _bare_groups(det: dict[str, Any]) -> list[dict[str, Any]]:
-    """The param groups of :func:`optimizer_detail` whose optimizer keeps moment buffers and that
-    hold none for some of their params (no state, or a state of no tensor)."""
-    return [g for g in det["groups"] if g["expects_buffers"] and g["params"]
-            and (g["with_state"] < g["params"] or not g["buffers"])]
+    """The param groups of :func:`optimizer_detail` whose optimizer keeps moment buffers, when the
+    optimizer holds none for any param (no state, or states of no tensor): a hollow optimizer state.
+    Some params without state are no defect: a param that never got a gradient (frozen with
+    ``requires_grad=False`` yet handed to the optimizer, an unused head, a LoRA base weight) has none
+    in the run that saved it either (``torch.optim.AdamW`` skips params whose ``grad`` is None), so
+    the resume restores exactly what the run held; [] then."""
+    expecting = [g for g in det["groups"] if g["expects_buffers"] and g["params"]]
+    if any(g["with_state"] and g["buffers"] for g in expecting):
+        return []
+    return expecting
 
 
 def _judge_optimizer(info: CheckpointInfo, osd: dict | None, where: str) -> None:
@@ -304,7 +310,8 @@ def _judge_optimizer(info: CheckpointInfo, osd: dict | None, where: str) -> None
 def _judge_bare_optimizers(info: CheckpointInfo) -> None:
     """``ckpt.missing_optimizer`` for each optimizer state of :attr:`CheckpointInfo.bare_optimizers`
     once a step count above 0 is read (the folder's, ``global_step``, the scheduler's ``last_epoch``,
-    a ``step`` key): past step 0 every param an Adam or momentum optimizer updated holds its moments."""
+    a ``step`` key): past step 0 every param an Adam or momentum optimizer updated holds its moments,
+    so an optimizer holding them for no param (:func:`_bare_groups`) restarts every moment from zero."""
     past = {k: v for k, v in info.steps.items() if v > 0}
     if not past:
         return

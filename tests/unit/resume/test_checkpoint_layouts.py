@@ -44,15 +44,24 @@ def test_plain_torch_save_dict(tmp_path):
         p = tmp_path / f"no_{drop}.pt"
         torch.save({k: v for k, v in full.items() if k != drop}, p)
         assert _checks(inspect_checkpoint(p)) == [check], drop
-    # the optimizer's moments of one group gone (a state dict pruned by hand, or saved before that group stepped)
+    # one group without state (its params frozen, or not yet unfrozen, while the other group steps: AdamW
+    # keeps no state for a param whose grad is None, so the run itself held none): no finding, as saved
     osd = opt.state_dict()
     for pid in osd["param_groups"][1]["params"]:
         osd["state"].pop(pid)
     p = tmp_path / "bare_group.pt"
     torch.save({**full, "optimizer": osd}, p)
     info = inspect_checkpoint(p)
+    assert _checks(info) == []
+    assert [(g["params"], g["with_state"]) for g in info.pieces["optimizer"].detail["groups"]] == [(2, 2), (2, 0)]
+    # ... and every group without state past step 0: a fresh optimizer's state saved, every moment lost
+    osd = opt.state_dict()
+    osd["state"].clear()
+    p = tmp_path / "bare_all.pt"
+    torch.save({**full, "optimizer": osd}, p)
+    info = inspect_checkpoint(p)
     assert _checks(info) == ["ckpt.missing_optimizer"]
-    assert info.findings[0].details["groups"] == [1]
+    assert info.findings[0].details["groups"] == [0, 1]
     p = tmp_path / "mismatch.pt"
     torch.save({**full, "step": 5}, p)
     assert _checks(inspect_checkpoint(p)) == ["ckpt.step_mismatch"]
@@ -317,3 +326,32 @@ def test_unknown_folder_is_a_usage_error(tmp_path):
     (tmp_path / "notes.txt").write_text("x")
     r = run_cli("checkpoint", str(tmp_path))
     assert r.returncode == 2 and "not a checkpoint datacheck recognises" in r.stderr
+
+
+@pytest.mark.slow
+def test_frozen_params_handed_to_the_optimizer_are_no_missing_state(tmp_path):
+    """A frozen backbone (``requires_grad=False``) whose params are still handed to AdamW, as a whole
+    ``model.parameters()`` or as a param group of its own (gradual unfreezing): AdamW keeps no state for
+    them in the run itself, so the checkpoint misses nothing (a false ckpt.missing_optimizer before)."""
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 2))
+    for prm in m[0].parameters():
+        prm.requires_grad_(False)
+    for name, groups in (("whole", m.parameters()),
+                         ("groups", [{"params": m[0].parameters(), "lr": 1e-5}, {"params": m[1].parameters()}])):
+        opt = torch.optim.AdamW(groups, lr=1e-3)
+        sch = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
+        for _ in range(5):
+            m(torch.randn(8, 4)).pow(2).mean().backward()
+            opt.step()
+            sch.step()
+            opt.zero_grad()
+        osd = opt.state_dict()
+        assert len(osd["state"]) == 2  # the head's weight and bias only: the run's own optimizer state
+        p = tmp_path / f"{name}.pt"
+        torch.save({"model": m.state_dict(), "optimizer": osd, "scheduler": sch.state_dict(), "step": 5,
+                    "sampler": {"epoch": 0, "seed": 0},
+                    "rng": {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}}, p)
+        info = inspect_checkpoint(p)
+        assert _checks(info) == [], name
+        assert info.pieces["optimizer"].present
