@@ -9,13 +9,14 @@ without one, beside an assistant mask, the assistant tokens (TRL's ``assistant_o
 ``packed_lm``), the labels Hugging Face's ``DataCollatorForLanguageModeling(mlm=False)`` makes:
 ``input_ids`` copied, the positions holding ``pad_token_id`` set to -100. The dataset stage then simulates
 the trainer's order over the shards in index order (the audit's shard order: relative paths
-sorted) with torch's own ``DistributedSampler`` and ``BatchSampler``
+sorted) as torch's own ``DistributedSampler`` and ``BatchSampler`` deal them
 (:mod:`datacheck.model.order`) from the shards' row counts and these payloads; no shard is read again.
 
 - ``batch.no_batches`` (error): with ``drop_last``, a rank's share (``ceil(rows / world_size)``) is
   under one ``batch_size``, so each rank gets 0 micro-batches; also any dataset of 0 rows.
 - ``batch.singleton_tail`` (error): each rank's last micro-batch holds exactly 1 row (batch norm on
-  one sample fails in training mode: "Expected more than 1 value per channel").
+  one sample fails in training mode: "Expected more than 1 value per channel"); not judged with
+  ``batch_size = 1`` (every micro-batch holds 1 row; a skipped entry says so).
 - ``batch.small_tail`` (warn): each rank's last micro-batch holds at least 2 and fewer than
   ``batch_size / 2`` rows (a 1-row tail is ``batch.singleton_tail`` only).
 - ``batch.wraparound`` (info): ``DistributedSampler`` pads each epoch by repeating
@@ -260,10 +261,17 @@ def dataset_order(dctx: Any, cid: str, epoch: int = 0) -> tuple[EpochOrder | Non
         return None, Skipped(cid, "[batch] max_tokens: token-budget batching needs each row's token count, and a "
                                   "shard has no input_ids list column (set [columns] input_ids)")
     n = sum(int(s.rows) for s in dctx.shards)
+    memo = getattr(dctx, "memo", None)
+    key = ("batch.order", epoch)
+    if memo is not None and key in memo:  # the five batch checks ask for epoch 0 alike
+        return memo[key], None
     try:
-        return epoch_order(n, dctx.cfg.batch, epoch, lengths), None
+        order = epoch_order(n, dctx.cfg.batch, epoch, lengths)
     except OptionalDependencyError as exc:
         return None, Skipped(cid, str(exc))
+    if memo is not None:
+        memo[key] = order
+    return order, None
 
 
 def _tails(order: EpochOrder) -> list[int]:
@@ -299,7 +307,15 @@ def no_batches(dctx: Any) -> Iterable[Finding | Skipped]:
 
 @check("batch.singleton_tail", layouts=lay.ANY, level="dataset", facts=_FACTS, reasons=_REASONS)
 def singleton_tail(dctx: Any) -> Iterable[Finding | Skipped]:
-    """``batch.singleton_tail``: the last micro-batch of a rank holds exactly 1 row."""
+    """``batch.singleton_tail``: the last micro-batch of a rank holds exactly 1 row. Not judged with
+    ``batch_size = 1`` and no ``max_tokens`` (a skipped entry says so): every micro-batch then holds 1
+    row by design and the last is no different (a new user's clean data failed the gate on it)."""
+    b = dctx.cfg.batch
+    if b.max_tokens is None and b.batch_size == 1:
+        yield Skipped("batch.singleton_tail", "[batch] batch_size = 1: every micro-batch holds 1 row by design, so "
+                                              "the last one is no different (batch norm, if the model has it, fails "
+                                              "on every step alike)")
+        return
     order, skip = dataset_order(dctx, "batch.singleton_tail")
     if order is None:
         yield skip  # type: ignore[misc]
@@ -395,11 +411,17 @@ def zero_micro_batches(order: EpochOrder, supervised: np.ndarray) -> list[tuple[
     """``(epoch, in-epoch step, rank, micro_batch)`` of every micro-batch of ``order`` whose rows
     hold 0 supervised tokens in total (``supervised``: int array, one count per global row)."""
     ga = order.grad_accum
-    out = []
+    held = np.asarray(supervised) != 0  # counts are >= 0: a micro-batch sums to 0 when each of its rows holds 0
+    out: list[tuple[int, int, int, int]] = []
+    if held.all():
+        return out
     for r, mbs in enumerate(order.ranks):
-        for m, idx in enumerate(mbs):
-            if len(idx) and int(supervised[idx].sum()) == 0:
-                out.append((order.epoch, m // ga, r, m % ga))
+        lens = np.fromiter((len(idx) for idx in mbs), dtype=np.int64, count=len(mbs))
+        if not lens.any():
+            continue
+        some = np.bincount(np.repeat(np.arange(len(mbs)), lens), weights=held[np.concatenate(mbs)], minlength=len(mbs))
+        for m in np.flatnonzero((lens > 0) & (some == 0)).tolist():
+            out.append((order.epoch, m // ga, r, m % ga))
     return out
 
 
@@ -418,8 +440,9 @@ def no_supervised_batches(dctx: Any) -> Iterable[Finding | Skipped]:
                            "labels are the ids (causal_lm, packed_lm): supervised tokens per row are unknown")
         return
     zeros = zero_micro_batches(order, sup)
-    for e in range(1, dctx.cfg.batch.epochs):
-        zeros += zero_micro_batches(epoch_order(order.n_rows, dctx.cfg.batch, e, dataset_lengths(dctx)), sup)
+    if (sup == 0).any():  # else no micro-batch of any epoch sums to 0: the other epochs are not drawn
+        for e in range(1, dctx.cfg.batch.epochs):
+            zeros += zero_micro_batches(epoch_order(order.n_rows, dctx.cfg.batch, e, dataset_lengths(dctx)), sup)
     if zeros:
         spe = order.steps
         listed = ", ".join(f"epoch {e} step {s} (global {e * spe + s}) rank {r} micro-batch {m}"

@@ -8,7 +8,9 @@ the dataset's shards in index order, see :mod:`datacheck.execute.plan`) is, for 
     BatchSampler(sampler, batch_size, drop_last=drop_last)
 
 exactly as torch builds it (``torch.utils.data``), so the order matches what a trainer using these
-samplers does (Hugging Face ``Trainer``, Lightning, plain DDP loops). ``DistributedSampler`` pads its
+samplers does (Hugging Face ``Trainer``, Lightning, plain DDP loops). Every rank's batches are sliced
+from the one ``torch.randperm`` the samplers draw (:func:`_epoch_ranks`, tested equal to a sampler
+per rank), so a simulation costs one permutation an epoch whatever the number of ranks. ``DistributedSampler`` pads its
 index list by repeating rows from the start until it divides by ``world_size`` (the wraparound
 repeats); ``drop_last`` is the DataLoader's (it drops each rank's last micro-batch when short).
 
@@ -129,11 +131,38 @@ class EpochOrder:
 
 
 def _sampler_indices(torch: Any, n_rows: int, batch: BatchSection, rank: int, epoch: int) -> list[list[int]]:
+    """Rank ``rank``'s micro-batches of one epoch from torch's own ``DistributedSampler`` and
+    ``BatchSampler`` (the reference :func:`_epoch_ranks` is tested against)."""
     data = torch.utils.data
     sampler = data.DistributedSampler(_Rows(n_rows), num_replicas=batch.world_size, rank=rank,
                                  shuffle=batch.shuffle, seed=batch.seed, drop_last=False)
     sampler.set_epoch(epoch)
     return list(data.BatchSampler(sampler, batch_size=int(batch.batch_size or 1), drop_last=batch.drop_last))
+
+
+def _epoch_ranks(torch: Any, n_rows: int, batch: BatchSection, epoch: int) -> tuple[tuple[np.ndarray, ...], ...]:
+    """Every rank's micro-batches of one epoch (global row indices, int64), exactly as
+    :func:`_sampler_indices` gives them rank by rank, from one permutation: ``DistributedSampler``
+    (torch 2.x, ``drop_last=False``) draws ``torch.randperm(n_rows)`` from a generator seeded
+    ``seed + epoch`` (``arange`` without shuffle), repeats its start to ``ceil(n_rows / world_size) *
+    world_size`` indices and gives rank ``r`` every ``world_size``-th from ``r``; ``BatchSampler`` cuts
+    them into ``batch_size`` chunks, a short last one dropped with ``drop_last``. A sampler per rank
+    drew the same permutation once per rank: 512 ranks over 1M rows took minutes an epoch."""
+    ws, bs = batch.world_size, int(batch.batch_size or 1)
+    if batch.shuffle:
+        g = torch.Generator()
+        g.manual_seed(batch.seed + epoch)
+        perm = torch.randperm(n_rows, generator=g).numpy().astype(np.int64, copy=False)
+    else:
+        perm = np.arange(n_rows, dtype=np.int64)
+    per_rank = -(-n_rows // ws)
+    total = per_rank * ws
+    if total > n_rows:  # DistributedSampler's padding: the start repeated (cycled when it is the shorter)
+        perm = np.concatenate([perm, np.resize(perm, total - n_rows)])
+    grid = perm.reshape(per_rank, ws)  # rank r's indices: column r
+    full, rest = divmod(per_rank, bs)
+    cuts = [(k * bs, (k + 1) * bs) for k in range(full)] + ([(full * bs, per_rank)] if rest and not batch.drop_last else [])
+    return tuple(tuple(np.ascontiguousarray(grid[a:b, r]) for a, b in cuts) for r in range(ws))
 
 
 def _token_order(n_rows: int, batch: BatchSection, epoch: int, lengths: np.ndarray) -> EpochOrder:
@@ -293,12 +322,9 @@ def epoch_order(n_rows: int, batch: BatchSection, epoch: int = 0, lengths: np.nd
         if len(lengths) != n_rows:
             raise UsageError(f"token counts for {len(lengths)} rows, but the dataset has {n_rows}")
         return _token_order(n_rows, batch, epoch, np.asarray(lengths, dtype=np.int64))
-    ranks = []
-    for r in range(batch.world_size):
-        mbs = _sampler_indices(torch, n_rows, batch, r, epoch) if n_rows else []
-        ranks.append(tuple(np.asarray(mb, dtype=np.int64) for mb in mbs))
+    ranks = _epoch_ranks(torch, n_rows, batch, epoch) if n_rows else tuple(() for _ in range(batch.world_size))
     per_rank = -(-n_rows // batch.world_size)
-    return EpochOrder(epoch=epoch, n_rows=n_rows, grad_accum=batch.grad_accum, ranks=tuple(ranks),
+    return EpochOrder(epoch=epoch, n_rows=n_rows, grad_accum=batch.grad_accum, ranks=ranks,
                       per_rank=per_rank, repeats=per_rank * batch.world_size - n_rows)
 
 

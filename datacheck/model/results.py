@@ -67,6 +67,9 @@ class DatasetContext:
     #: :meth:`datacheck.io.discover.Discovery.hub_splits`: the dataset card's ``configs``, else the file
     #: names), as discovery found them; None: the dataset checks work them out from ``root`` (a merge)
     loader_splits: Any = None
+    #: values several dataset checks work out alike, computed once (e.g. the simulated batch order of
+    #: an epoch, :func:`datacheck.checks.batch.dataset_order`): key -> value
+    memo: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def readable_shards(self) -> list[ShardResult]:
         return [s for s in self.shards if s.readable]
