@@ -234,6 +234,94 @@ def test_spoiled_identity_and_move_records_are_misses_said(tmp_path, spoil):
     assert normalized(third.to_json()) == want
 
 
+def _token_shard(path: Path, v: int) -> None:
+    ids = [[1, v, 3 + i] for i in range(10)]
+    pl.DataFrame({"input_ids": ids, "labels": ids}).write_parquet(path)
+
+
+def _settle(*paths: Path) -> None:
+    """Modification times an hour back: the files' identities are recorded (ShardCache.remember)."""
+    for p in paths:
+        t = time.time() - 3600
+        os.utime(p, (t, t))
+
+
+def _edit_hash(rec: dict, day1: str, other: str) -> dict:
+    return {**rec, "hash": day1}  # a stale restore of one field: b.parquet's clean day-1 hash
+
+
+def _edit_other_shard(rec: dict, day1: str, other: str) -> dict:
+    return {**rec, "hash": other}  # a.parquet's hash: b would look like a duplicate of a (dup.shard)
+
+
+def _flip_digit(rec: dict, day1: str, other: str) -> dict:
+    h = rec["hash"]
+    return {**rec, "hash": h[:-1] + ("0" if h[-1] != "0" else "1")}  # one hex digit of the hash changed
+
+
+@pytest.mark.parametrize("spoil", ["field", "other_shard", "flip", "byte", "truncate", "empty", "swap"])
+def test_a_damaged_identity_record_is_never_trusted(tmp_path, spoil):
+    """--trust-mtime: b.parquet audited clean, then rewritten with an out-of-vocabulary id (its record
+    rewritten), then its file identity record damaged (a field edited to the day-1 hash or to a.parquet's,
+    a hex digit or a byte flipped, truncated, emptied, or swapped with a.parquet's record). The rerun
+    says the record in a CacheWarning, hashes b.parquet again and gives the report of an audit without
+    the cache: b.parquet's real content hash (xxhash of its bytes), its findings, the same index_hash
+    (a hash taken from a damaged record once gave a clean report, or a false dup.shard)."""
+    import xxhash
+
+    d = tmp_path / "data"
+    d.mkdir()
+    a, b = d / "a.parquet", d / "b.parquet"
+    cfg = config_from_dict({"tokens": {"vocab_size": 32000}})
+    cache = tmp_path / "cache"
+    _token_shard(a, 7)
+    _token_shard(b, 8)
+    _settle(a, b)
+    day1 = "xxh3-128:" + xxhash.xxh3_128_hexdigest(b.read_bytes())
+    other = "xxh3-128:" + xxhash.xxh3_128_hexdigest(a.read_bytes())
+    first = api.audit([d], cfg, cache_dir=cache, trust_mtime=True, workers=1)
+    assert not [f for s in first.shards for f in s.findings]
+    _token_shard(b, 99999)
+    _settle(b)
+    real = "xxh3-128:" + xxhash.xxh3_128_hexdigest(b.read_bytes())
+    want = normalized(api.audit([d], cfg, cache_dir=None).to_json())
+    second = api.audit([d], cfg, cache_dir=cache, trust_mtime=True, workers=1)
+    assert normalized(second.to_json()) == want
+    ids = ShardCache(cache, cfg)
+    rec_b, rec_a = ids.identity_path([str(b)]), ids.identity_path([str(a)])
+    rec = json.loads(rec_b.read_text())
+    assert rec["hash"] == real
+    edits = {"field": _edit_hash, "other_shard": _edit_other_shard, "flip": _flip_digit}
+    if spoil in edits:
+        rec_b.write_text(json.dumps(edits[spoil](rec, day1, other), separators=(",", ":")))
+    elif spoil == "byte":
+        data = bytearray(rec_b.read_bytes())
+        at = data.index(b'"size":') + len(b'"size":')
+        data[at] = ord("9") if data[at] != ord("9") else ord("8")  # the size's first digit
+        rec_b.write_bytes(bytes(data))
+    elif spoil == "truncate":
+        rec_b.write_bytes(rec_b.read_bytes()[: rec_b.stat().st_size // 2])
+    elif spoil == "empty":
+        rec_b.write_bytes(b"")
+    else:
+        ta, tb = rec_a.read_bytes(), rec_b.read_bytes()
+        rec_a.write_bytes(tb)
+        rec_b.write_bytes(ta)
+    with pytest.warns(CacheWarning) as caught:
+        third = api.audit([d], cfg, cache_dir=cache, trust_mtime=True, workers=1)
+    said = [str(w.message) for w in caught]
+    assert any(m.startswith(f"cache record {rec_b} is corrupt (") for m in said), said
+    assert normalized(third.to_json()) == want
+    (shard_b,) = [s for s in third.shards if s.path == "b.parquet"]
+    assert shard_b.content_hash == real
+    assert {f.check for f in shard_b.findings} == {"tokens.out_of_vocab", "labels.out_of_range"}
+    assert json.loads(rec_b.read_text())["hash"] == real  # written anew
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CacheWarning)
+        fourth = api.audit([d], cfg, cache_dir=cache, trust_mtime=True, workers=1)
+    assert normalized(fourth.to_json()) == want
+
+
 @pytest.mark.slow
 def test_concurrent_audits_share_one_cache(tmp_path):
     """Four CLI processes audit the same folder into one cache at the same time."""
