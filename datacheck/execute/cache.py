@@ -56,8 +56,10 @@ The same folder holds the whole-audit memo of the CLI (``memo/``: :mod:`datachec
 which answers a rerun over unchanged inputs before any shard is looked up here.
 
 Entries are never deleted during an audit; ``--cache-prune`` (:meth:`ShardCache.prune`) deletes,
-after the audit, the entries it did not use (the old versions of changed or removed shards) and
-temporary files older than an hour, for a cache folder kept for one dataset (nightly CI).
+after the audit, the entries it did not use (the old versions of changed or removed shards) and the
+temporary files of writers that are gone (a killed audit's: no process holds the ``flock`` a writer
+keeps on its temporary file until it renames it; a temporary file without that lock, an earlier
+datacheck's, after an hour), for a cache folder kept for one dataset (nightly CI).
 
 A cache folder that exists but is read-only (no write permission bits, or writes refused by the
 file system) is a usage error (exit 2) raised before any shard is read: pass ``--cache-dir`` to a
@@ -88,7 +90,7 @@ from datacheck.derive.tokfiles import loaded_files
 from datacheck.execute.rerun import SETTLE_NS, code_fingerprint, runtime_fingerprint
 from datacheck.io import safejson
 from datacheck.io.hashing import hash_file
-from datacheck.io.outputs import probe_writable, replace_file
+from datacheck.io.outputs import TEMP_LOCKED_SUFFIX, probe_writable, replace_file, temp_writer_gone
 from datacheck.io.rowhash import ROW_ENCODING
 from datacheck.model.config import Config
 from datacheck.model.errors import InternalError, UsageError
@@ -112,6 +114,11 @@ __all__ = [
 DEFAULT_CACHE_DIR = ".datacheck/cache"
 #: Layout version of cache entries; part of every key, so a layout change never reads old entries.
 ENTRY_LAYOUT = 1
+#: Seconds an unlocked temporary file of the cache is kept by :meth:`ShardCache.prune`: its writer takes
+#: the lock right after creating it (:func:`~datacheck.io.outputs.replace_file`, two system calls
+#: later); 2 s, the coarsest modification-time step of common file systems (FAT; NFS servers may round
+#: to 1 s: :data:`~datacheck.execute.rerun.SETTLE_NS`), below which a file's age cannot be told.
+TEMP_LOCK_GRACE_S = SETTLE_NS / 1e9
 _MAGIC = b"DCR1\n"
 _DIGEST_LEN = 16  # xxh3-128
 _TAG = "__dc__"
@@ -780,8 +787,13 @@ class ShardCache:
     def prune(self, temp_max_age_s: float = 3600.0) -> int:
         """Delete every entry this audit did not use, entries of other layouts, every whole-audit memo
         record (``memo/``, :mod:`datacheck.execute.rerun`: an audit with ``--cache-prune`` neither reads
-        nor writes one) with the remembered code fingerprints (``memo/code/``) and temporary files older than ``temp_max_age_s`` seconds (left by a killed
-        writer). Returns the files removed.
+        nor writes one) with the remembered code fingerprints (``memo/code/``) and the temporary files
+        of writers that are gone (a killed audit's): a temporary file of
+        :func:`~datacheck.io.outputs.replace_file` (``*.lk.tmp``) that no process holds locked
+        (:func:`~datacheck.io.outputs.temp_writer_gone`) and older than :data:`TEMP_LOCK_GRACE_S`; one
+        still locked is being written and kept, whatever its age; any other ``*.tmp`` (an earlier
+        datacheck's, or one on a file system without ``flock``) when older than ``temp_max_age_s``
+        seconds. Returns the files removed.
 
         For a cache folder dedicated to one dataset and config (e.g. restored by ``actions/cache``
         in a nightly job): entries of the shard versions that are gone would otherwise pile up.
@@ -798,9 +810,11 @@ class ShardCache:
             stale = False
             if p.name.endswith(".tmp"):
                 try:
-                    stale = now - p.stat().st_mtime > temp_max_age_s
+                    age = now - p.stat().st_mtime
                 except OSError:
                     continue
+                gone = temp_writer_gone(p) if p.name.endswith(TEMP_LOCKED_SUFFIX) else None
+                stale = age > (TEMP_LOCK_GRACE_S if gone else temp_max_age_s) and gone is not False
             elif p.suffix == ".dcr" and rel[0].startswith("v"):
                 stale = rel[0] != f"v{ENTRY_LAYOUT}" or p.stem not in self.used
             elif p.suffix == ".json" and len(rel) == 4 and rel[0].startswith("v") and rel[1] == "ids":

@@ -531,3 +531,54 @@ def test_a_prune_removes_the_remembered_code_fingerprints(tmp_path):
     entry.parent.mkdir(parents=True)
     entry.write_text("b" * 32)
     assert ShardCache(cache, Config()).prune() == 1 and not entry.exists()
+
+
+_WRITER = """
+import sys, time
+from datacheck.io.outputs import replace_file
+def half(f):
+    f.write(b"half an entry")
+    f.flush()
+    print("ready", flush=True)
+    time.sleep(120)
+replace_file(sys.argv[1], half)
+"""
+
+
+def test_prune_removes_the_temp_files_of_killed_writers_only(tmp_path):
+    """Two writers stopped while writing a cache entry and a file identity record: one killed by
+    SIGKILL (its temporary file left behind), one still running. A prune removes the killed one's
+    temporary file at once (no process holds its lock), keeps the running writer's, and keeps a fresh
+    unlocked ``*.tmp`` of an earlier datacheck (an hour's rule); the running writer then completes."""
+    cache = ShardCache(tmp_path / "cache", Config())
+    killed_at = cache.entry_path("ab" * 16)
+    live_at = cache.identity_path([str(tmp_path / "x.parquet")])
+    old_style = cache.root / "v1" / "cd" / ".y.dcr.abcd1234.tmp"
+    for p in (killed_at, live_at, old_style):
+        p.parent.mkdir(parents=True, exist_ok=True)
+    old_style.write_bytes(b"half")
+    env = {**os.environ, "PYTHONPATH": str(Path(api.__file__).parents[2])}
+    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, str(p)], stdout=subprocess.PIPE, text=True, env=env)
+             for p in (killed_at, live_at)]
+    try:
+        for proc in procs:
+            assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        killed_tmp = list(killed_at.parent.glob(f".{killed_at.name}.*.tmp"))
+        live_tmp = list(live_at.parent.glob(f".{live_at.name}.*.tmp"))
+        assert len(killed_tmp) == len(live_tmp) == 1
+        procs[0].kill()
+        procs[0].wait(timeout=30)
+        past = time.time() - 10  # beyond the grace for a writer that has not yet taken its lock
+        for p in (*killed_tmp, *live_tmp):
+            os.utime(p, (past, past))
+        assert cache.prune() >= 1
+        assert not killed_tmp[0].exists() and not killed_at.exists()
+        assert live_tmp[0].exists() and old_style.exists()
+        procs[1].kill()
+        procs[1].wait(timeout=30)
+        assert cache.prune() == 1  # its writer gone too (the earlier datacheck's fresh file still kept)
+        assert not live_tmp[0].exists() and not live_at.exists() and old_style.exists()
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait(timeout=30)
