@@ -32,7 +32,10 @@ exactly the recorded one, without reading its bytes. A write, an append, a renam
 changes the status-change time (which no user call can set back), so such a file is hashed again. A
 state is recorded only when the file was last modified more than :data:`SETTLE_NS` before it was
 stat-ed (a write within the same clock tick as the stat would leave the times unchanged: git's "racy
-clean" case). Without the permission every shard is hashed, as above.
+clean" case). A record carries the digest of its fields; one whose digest does not match (a byte
+flipped, a field edited or restored from an older record) or that names other files than those of its
+key (a record copied or swapped from another key's place) is never trusted: said by a
+:class:`CacheWarning`, removed, and the file hashed. Without the permission every shard is hashed, as above.
 
 Entries (the ``.dcr`` "datacheck results" layout, also used for part sidecars; see
 :func:`encode_results`)::
@@ -53,8 +56,10 @@ The same folder holds the whole-audit memo of the CLI (``memo/``: :mod:`datachec
 which answers a rerun over unchanged inputs before any shard is looked up here.
 
 Entries are never deleted during an audit; ``--cache-prune`` (:meth:`ShardCache.prune`) deletes,
-after the audit, the entries it did not use (the old versions of changed or removed shards) and
-temporary files older than an hour, for a cache folder kept for one dataset (nightly CI).
+after the audit, the entries it did not use (the old versions of changed or removed shards) and the
+temporary files of writers that are gone (a killed audit's: no process holds the ``flock`` a writer
+keeps on its temporary file until it renames it; a temporary file without that lock, an earlier
+datacheck's, after an hour), for a cache folder kept for one dataset (nightly CI).
 
 A cache folder that exists but is read-only (no write permission bits, or writes refused by the
 file system) is a usage error (exit 2) raised before any shard is read: pass ``--cache-dir`` to a
@@ -85,7 +90,7 @@ from datacheck.derive.tokfiles import loaded_files
 from datacheck.execute.rerun import SETTLE_NS, code_fingerprint, runtime_fingerprint
 from datacheck.io import safejson
 from datacheck.io.hashing import hash_file
-from datacheck.io.outputs import probe_writable, replace_file
+from datacheck.io.outputs import TEMP_LOCKED_SUFFIX, probe_writable, replace_file, temp_writer_gone
 from datacheck.io.rowhash import ROW_ENCODING
 from datacheck.model.config import Config
 from datacheck.model.errors import InternalError, UsageError
@@ -109,6 +114,11 @@ __all__ = [
 DEFAULT_CACHE_DIR = ".datacheck/cache"
 #: Layout version of cache entries; part of every key, so a layout change never reads old entries.
 ENTRY_LAYOUT = 1
+#: Seconds an unlocked temporary file of the cache is kept by :meth:`ShardCache.prune`: its writer takes
+#: the lock right after creating it (:func:`~datacheck.io.outputs.replace_file`, two system calls
+#: later); 2 s, the coarsest modification-time step of common file systems (FAT; NFS servers may round
+#: to 1 s: :data:`~datacheck.execute.rerun.SETTLE_NS`), below which a file's age cannot be told.
+TEMP_LOCK_GRACE_S = SETTLE_NS / 1e9
 _MAGIC = b"DCR1\n"
 _DIGEST_LEN = 16  # xxh3-128
 _TAG = "__dc__"
@@ -369,6 +379,16 @@ def cache_salt(cfg: Config) -> str:
 # --------------------------------------------------------------------------- the cache
 
 
+def _identity_digest(files: Any, states: Any, content_hash: Any, size: Any) -> str:
+    """xxh3-128 (32 hex) of a file identity record's fields (compact JSON of ``[files, states, hash,
+    size]``, as :meth:`ShardCache.remember` writes them): a record whose fields no longer give its
+    digest was damaged (a byte flipped, a field edited or restored from an older record) and is not
+    trusted. A check against damage, not against someone who rewrites the digest too (whoever can
+    write the cache folder can write its entries)."""
+    blob = json.dumps([files, states, content_hash, size], separators=(",", ":"))
+    return xxhash.xxh3_128_hexdigest(blob.encode("utf-8", "surrogateescape"))
+
+
 @dataclass
 class CacheStats:
     """Counters of one audit's cache use. ``answered``: the shards whose result the audit took
@@ -538,8 +558,12 @@ class ShardCache:
         """The recorded (content hash, size) of the shard read from ``files`` (its companions, then
         the shard file; local paths) when the cache may trust file states (``trust_mtime``) and the
         record's states equal ``states`` (:func:`datacheck.io.hashing.file_state` of each file) exactly;
-        else None (the bytes are hashed). A record that cannot be read is None too; one that does not
-        parse or has not the record's shape (torn, garbage) is None said by a :class:`CacheWarning`, and removed."""
+        else None (the bytes are hashed). A record that cannot be read, or one written by an earlier
+        datacheck (no digest), is None too. A record that is not trusted is None said by a
+        :class:`CacheWarning`, and removed: one that does not parse or has not the record's shape (torn,
+        garbage, emptied), whose digest (:func:`_identity_digest`) does not match its fields (a field
+        edited, a byte flipped, a stale hash restored into it), or that names other files than those of
+        its key (a record copied or swapped from another key's place)."""
         if not self.trust_mtime:
             return None
         p = self.identity_path(files)
@@ -552,24 +576,30 @@ class ShardCache:
         if (not isinstance(rec, dict) or not isinstance(rec.get("hash"), str) or not isinstance(rec.get("size"), int)
                 or not isinstance(rec.get("files"), list) or not isinstance(rec.get("states"), list)):
             return self._spoiled(p, "not a file identity record", f"hashing {files[-1]}")
-        if (rec.get("files") != [os.path.abspath(f) for f in files]
-                or rec.get("states") != [list(s) for s in states]):
+        if "digest" not in rec:
+            return None  # a record of an earlier datacheck: the file is hashed and the record written anew
+        if rec["digest"] != _identity_digest(rec["files"], rec["states"], rec["hash"], rec["size"]):
+            return self._spoiled(p, "its digest does not match its fields", f"hashing {files[-1]}")
+        if rec["files"] != [os.path.abspath(f) for f in files]:
+            return self._spoiled(p, "the record of other files, not of this key", f"hashing {files[-1]}")
+        if rec["states"] != [list(s) for s in states]:
             return None
         self.used_ids.add(p.stem)
         return rec["hash"], rec["size"]
 
     def remember(self, files: list[str], states: list[tuple[int, int, int, int]], content_hash: str, size: int) -> None:
         """Record that ``files`` with ``states`` hold bytes of ``content_hash`` and ``size`` (see
-        :meth:`known_hash`); nothing is recorded for a file modified less than :data:`SETTLE_NS`
-        before now (its state may not tell a later write apart). A failed write is ignored: the
-        next audit hashes the file."""
+        :meth:`known_hash`), with the digest of those fields (:func:`_identity_digest`); nothing is
+        recorded for a file modified less than :data:`SETTLE_NS` before now (its state may not tell a
+        later write apart). A failed write is ignored: the next audit hashes the file."""
         now = time.time_ns()
         if any(now - st[1] < SETTLE_NS for st in states):
             return
         p = self.identity_path(files)
         self.used_ids.add(p.stem)
-        rec = {"files": [os.path.abspath(f) for f in files], "states": [list(s) for s in states],
-               "hash": content_hash, "size": size}
+        abs_files = [os.path.abspath(f) for f in files]
+        rec = {"files": abs_files, "states": [list(s) for s in states], "hash": content_hash, "size": size,
+               "digest": _identity_digest(abs_files, [list(s) for s in states], content_hash, size)}
         data = json.dumps(rec, separators=(",", ":")).encode("utf-8", "surrogateescape")
         try:
             if self._read_entry(p) == data:
@@ -578,7 +608,7 @@ class ShardCache:
             pass
         try:
             self._entry_dir(p)
-            replace_file(p, data, durable=False)  # no fsync: a torn record does not parse and is only a miss
+            replace_file(p, data, durable=False)  # no fsync: a torn record fails its digest and is only a miss
         except OSError:
             pass
 
@@ -757,8 +787,13 @@ class ShardCache:
     def prune(self, temp_max_age_s: float = 3600.0) -> int:
         """Delete every entry this audit did not use, entries of other layouts, every whole-audit memo
         record (``memo/``, :mod:`datacheck.execute.rerun`: an audit with ``--cache-prune`` neither reads
-        nor writes one) with the remembered code fingerprints (``memo/code/``) and temporary files older than ``temp_max_age_s`` seconds (left by a killed
-        writer). Returns the files removed.
+        nor writes one) with the remembered code fingerprints (``memo/code/``) and the temporary files
+        of writers that are gone (a killed audit's): a temporary file of
+        :func:`~datacheck.io.outputs.replace_file` (``*.lk.tmp``) that no process holds locked
+        (:func:`~datacheck.io.outputs.temp_writer_gone`) and older than :data:`TEMP_LOCK_GRACE_S`; one
+        still locked is being written and kept, whatever its age; any other ``*.tmp`` (an earlier
+        datacheck's, or one on a file system without ``flock``) when older than ``temp_max_age_s``
+        seconds. Returns the files removed.
 
         For a cache folder dedicated to one dataset and config (e.g. restored by ``actions/cache``
         in a nightly job): entries of the shard versions that are gone would otherwise pile up.
@@ -775,9 +810,11 @@ class ShardCache:
             stale = False
             if p.name.endswith(".tmp"):
                 try:
-                    stale = now - p.stat().st_mtime > temp_max_age_s
+                    age = now - p.stat().st_mtime
                 except OSError:
                     continue
+                gone = temp_writer_gone(p) if p.name.endswith(TEMP_LOCKED_SUFFIX) else None
+                stale = age > (TEMP_LOCK_GRACE_S if gone else temp_max_age_s) and gone is not False
             elif p.suffix == ".dcr" and rel[0].startswith("v"):
                 stale = rel[0] != f"v{ENTRY_LAYOUT}" or p.stem not in self.used
             elif p.suffix == ".json" and len(rel) == 4 and rel[0].startswith("v") and rel[1] == "ids":

@@ -7,8 +7,9 @@ writes the result cache's entries and the whole-audit memo's records):
 
 * a symbolic link is followed: its final target is written (the link stays a link);
 * a regular file, or a new one, is written as a temporary file in the target's own folder
-  (``.NAME.XXXXXXXX.tmp``: discovery treats ``*.tmp`` as a temporary file, never as a shard),
-  fsynced, given the target's permissions (an existing file keeps its mode; a new one gets
+  (``.NAME.XXXXXXXX.lk.tmp``: discovery treats ``*.tmp`` as a temporary file, never as a shard),
+  held under an exclusive ``flock`` while it is written (so a cleaner tells the file of a killed
+  writer from one being written: :func:`temp_writer_gone`), fsynced, given the target's permissions (an existing file keeps its mode; a new one gets
   ``0o666`` minus the umask) and renamed over the target (``os.replace``), so a reader sees the
   old or the new content, never a part of it;
 * an existing file that is not a regular file (a character device such as ``/dev/null``, a fifo,
@@ -41,7 +42,7 @@ from datacheck.model.errors import UsageError
 if TYPE_CHECKING:
     import polars as pl
 
-__all__ = ["write_atomic", "write_frame_atomic", "replace_file", "probe_writable", "make_temp_folder", "make_temp_file", "check_outputs", "check_output_folders", "check_output_target", "Content", "os_error_message"]
+__all__ = ["write_atomic", "write_frame_atomic", "replace_file", "temp_writer_gone", "TEMP_LOCKED_SUFFIX", "probe_writable", "make_temp_folder", "make_temp_file", "check_outputs", "check_output_folders", "check_output_target", "Content", "os_error_message"]
 
 #: What :func:`write_atomic` writes: text (UTF-8), bytes, or a function that writes the whole
 #: content to the binary file object it is given (e.g. ``df.write_parquet``).
@@ -52,6 +53,9 @@ _STREAM_FDS = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
 _STREAM_PREFIXES = ("/dev/fd/", "/proc/")
 # Symbolic links followed at most (the Linux limit, MAXSYMLINKS = 40).
 _MAX_LINKS = 40
+#: The end of the name of :func:`replace_file`'s temporary files: files its writer holds an exclusive
+#: ``flock`` on until it has renamed them (:func:`temp_writer_gone`).
+TEMP_LOCKED_SUFFIX = ".lk.tmp"
 
 
 def _stream(given: str) -> tuple[bool, int | None]:
@@ -202,8 +206,9 @@ def _fsync_dir(folder: str) -> None:
 def replace_file(path: str | os.PathLike[str], content: Content, *, durable: bool = True,
                  mode: int | None = None) -> None:
     """Put ``content`` at ``path`` by rename, the one temporary-file writer of datacheck: a
-    temporary file ``.NAME.XXXXXXXX.tmp`` in ``path``'s folder (which must exist; :func:`make_temp_file`),
-    given ``mode`` (None: ``0o666`` minus the umask), written, fsynced when ``durable``, then renamed over
+    temporary file ``.NAME.XXXXXXXX.lk.tmp`` in ``path``'s folder (which must exist; :func:`make_temp_file`),
+    held under an exclusive ``flock`` until it is renamed (best effort: none on a file system without
+    them; :func:`temp_writer_gone`), given ``mode`` (None: ``0o666`` minus the umask), written, fsynced when ``durable``, then renamed over
     ``path`` (``os.replace``: a reader sees the old or the new content, never a part of it; whatever
     stands at ``path``, a file or a symbolic link, is replaced, never written through). On any failure,
     an interrupt too, the temporary file is removed and ``path`` is untouched.
@@ -217,8 +222,9 @@ def replace_file(path: str | os.PathLike[str], content: Content, *, durable: boo
             such as polars wraps in its own exception: "... (os error 28)").
     """
     target = os.fspath(path)
-    fd, tmp = make_temp_file(os.path.dirname(target) or ".", f".{os.path.basename(target)}.")
+    fd, tmp = make_temp_file(os.path.dirname(target) or ".", f".{os.path.basename(target)}.", TEMP_LOCKED_SUFFIX)
     try:
+        _flock(fd, exclusive=True)  # released when the file is closed, or by the kernel when the writer dies
         if mode is not None:
             os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as f:
@@ -231,16 +237,54 @@ def replace_file(path: str | os.PathLike[str], content: Content, *, durable: boo
                 if os_exc is None:
                     raise
                 raise os_exc from None
+            f.flush()
             if durable:
-                f.flush()
                 os.fsync(f.fileno())
-        os.replace(tmp, target)
+            os.replace(tmp, target)  # still locked: a cleaner never takes the file between close and rename
     except BaseException:
         try:
             os.unlink(tmp)
         except OSError:
             pass
         raise
+
+
+def _flock(fd: int, exclusive: bool) -> bool:
+    """``flock(fd, LOCK_EX or LOCK_SH | LOCK_NB)``: True when taken; False when another open file
+    holds a conflicting lock. Raises OSError when the file system has no such locks (or no ``fcntl``:
+    ``ENOLCK``); :func:`replace_file` ignores that (its file is then told apart by age only)."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX
+        raise OSError(errno.ENOLCK, "no flock on this platform") from None
+    try:
+        fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def temp_writer_gone(path: str | os.PathLike[str]) -> bool | None:
+    """Whether the writer of :func:`replace_file`'s temporary file ``path`` (a name ending in
+    :data:`TEMP_LOCKED_SUFFIX`) is gone: True when no open file holds its ``flock`` (the writer was
+    killed, even by SIGKILL: the kernel releases a dead process's locks; or it had not yet taken the
+    lock, a moment after creating the file: the caller allows for that by the file's age); False while
+    a writer holds it (in any process of this machine, or of another one where the file system shares
+    ``flock``s, as NFS does); None when it cannot be told (no such file, not a regular file, a file
+    system without ``flock``). The file is opened read-only, never through a link, never blocking."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return _flock(fd, exclusive=False)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _write(given: str, content: Content) -> None:

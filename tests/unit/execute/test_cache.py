@@ -234,6 +234,94 @@ def test_spoiled_identity_and_move_records_are_misses_said(tmp_path, spoil):
     assert normalized(third.to_json()) == want
 
 
+def _token_shard(path: Path, v: int) -> None:
+    ids = [[1, v, 3 + i] for i in range(10)]
+    pl.DataFrame({"input_ids": ids, "labels": ids}).write_parquet(path)
+
+
+def _settle(*paths: Path) -> None:
+    """Modification times an hour back: the files' identities are recorded (ShardCache.remember)."""
+    for p in paths:
+        t = time.time() - 3600
+        os.utime(p, (t, t))
+
+
+def _edit_hash(rec: dict, day1: str, other: str) -> dict:
+    return {**rec, "hash": day1}  # a stale restore of one field: b.parquet's clean day-1 hash
+
+
+def _edit_other_shard(rec: dict, day1: str, other: str) -> dict:
+    return {**rec, "hash": other}  # a.parquet's hash: b would look like a duplicate of a (dup.shard)
+
+
+def _flip_digit(rec: dict, day1: str, other: str) -> dict:
+    h = rec["hash"]
+    return {**rec, "hash": h[:-1] + ("0" if h[-1] != "0" else "1")}  # one hex digit of the hash changed
+
+
+@pytest.mark.parametrize("spoil", ["field", "other_shard", "flip", "byte", "truncate", "empty", "swap"])
+def test_a_damaged_identity_record_is_never_trusted(tmp_path, spoil):
+    """--trust-mtime: b.parquet audited clean, then rewritten with an out-of-vocabulary id (its record
+    rewritten), then its file identity record damaged (a field edited to the day-1 hash or to a.parquet's,
+    a hex digit or a byte flipped, truncated, emptied, or swapped with a.parquet's record). The rerun
+    says the record in a CacheWarning, hashes b.parquet again and gives the report of an audit without
+    the cache: b.parquet's real content hash (xxhash of its bytes), its findings, the same index_hash
+    (a hash taken from a damaged record once gave a clean report, or a false dup.shard)."""
+    import xxhash
+
+    d = tmp_path / "data"
+    d.mkdir()
+    a, b = d / "a.parquet", d / "b.parquet"
+    cfg = config_from_dict({"tokens": {"vocab_size": 32000}})
+    cache = tmp_path / "cache"
+    _token_shard(a, 7)
+    _token_shard(b, 8)
+    _settle(a, b)
+    day1 = "xxh3-128:" + xxhash.xxh3_128_hexdigest(b.read_bytes())
+    other = "xxh3-128:" + xxhash.xxh3_128_hexdigest(a.read_bytes())
+    first = api.audit([d], cfg, cache_dir=cache, trust_mtime=True, workers=1)
+    assert not [f for s in first.shards for f in s.findings]
+    _token_shard(b, 99999)
+    _settle(b)
+    real = "xxh3-128:" + xxhash.xxh3_128_hexdigest(b.read_bytes())
+    want = normalized(api.audit([d], cfg, cache_dir=None).to_json())
+    second = api.audit([d], cfg, cache_dir=cache, trust_mtime=True, workers=1)
+    assert normalized(second.to_json()) == want
+    ids = ShardCache(cache, cfg)
+    rec_b, rec_a = ids.identity_path([str(b)]), ids.identity_path([str(a)])
+    rec = json.loads(rec_b.read_text())
+    assert rec["hash"] == real
+    edits = {"field": _edit_hash, "other_shard": _edit_other_shard, "flip": _flip_digit}
+    if spoil in edits:
+        rec_b.write_text(json.dumps(edits[spoil](rec, day1, other), separators=(",", ":")))
+    elif spoil == "byte":
+        data = bytearray(rec_b.read_bytes())
+        at = data.index(b'"size":') + len(b'"size":')
+        data[at] = ord("9") if data[at] != ord("9") else ord("8")  # the size's first digit
+        rec_b.write_bytes(bytes(data))
+    elif spoil == "truncate":
+        rec_b.write_bytes(rec_b.read_bytes()[: rec_b.stat().st_size // 2])
+    elif spoil == "empty":
+        rec_b.write_bytes(b"")
+    else:
+        ta, tb = rec_a.read_bytes(), rec_b.read_bytes()
+        rec_a.write_bytes(tb)
+        rec_b.write_bytes(ta)
+    with pytest.warns(CacheWarning) as caught:
+        third = api.audit([d], cfg, cache_dir=cache, trust_mtime=True, workers=1)
+    said = [str(w.message) for w in caught]
+    assert any(m.startswith(f"cache record {rec_b} is corrupt (") for m in said), said
+    assert normalized(third.to_json()) == want
+    (shard_b,) = [s for s in third.shards if s.path == "b.parquet"]
+    assert shard_b.content_hash == real
+    assert {f.check for f in shard_b.findings} == {"tokens.out_of_vocab", "labels.out_of_range"}
+    assert json.loads(rec_b.read_text())["hash"] == real  # written anew
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CacheWarning)
+        fourth = api.audit([d], cfg, cache_dir=cache, trust_mtime=True, workers=1)
+    assert normalized(fourth.to_json()) == want
+
+
 @pytest.mark.slow
 def test_concurrent_audits_share_one_cache(tmp_path):
     """Four CLI processes audit the same folder into one cache at the same time."""
@@ -443,3 +531,54 @@ def test_a_prune_removes_the_remembered_code_fingerprints(tmp_path):
     entry.parent.mkdir(parents=True)
     entry.write_text("b" * 32)
     assert ShardCache(cache, Config()).prune() == 1 and not entry.exists()
+
+
+_WRITER = """
+import sys, time
+from datacheck.io.outputs import replace_file
+def half(f):
+    f.write(b"half an entry")
+    f.flush()
+    print("ready", flush=True)
+    time.sleep(120)
+replace_file(sys.argv[1], half)
+"""
+
+
+def test_prune_removes_the_temp_files_of_killed_writers_only(tmp_path):
+    """Two writers stopped while writing a cache entry and a file identity record: one killed by
+    SIGKILL (its temporary file left behind), one still running. A prune removes the killed one's
+    temporary file at once (no process holds its lock), keeps the running writer's, and keeps a fresh
+    unlocked ``*.tmp`` of an earlier datacheck (an hour's rule); the running writer then completes."""
+    cache = ShardCache(tmp_path / "cache", Config())
+    killed_at = cache.entry_path("ab" * 16)
+    live_at = cache.identity_path([str(tmp_path / "x.parquet")])
+    old_style = cache.root / "v1" / "cd" / ".y.dcr.abcd1234.tmp"
+    for p in (killed_at, live_at, old_style):
+        p.parent.mkdir(parents=True, exist_ok=True)
+    old_style.write_bytes(b"half")
+    env = {**os.environ, "PYTHONPATH": str(Path(api.__file__).parents[2])}
+    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, str(p)], stdout=subprocess.PIPE, text=True, env=env)
+             for p in (killed_at, live_at)]
+    try:
+        for proc in procs:
+            assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        killed_tmp = list(killed_at.parent.glob(f".{killed_at.name}.*.tmp"))
+        live_tmp = list(live_at.parent.glob(f".{live_at.name}.*.tmp"))
+        assert len(killed_tmp) == len(live_tmp) == 1
+        procs[0].kill()
+        procs[0].wait(timeout=30)
+        past = time.time() - 10  # beyond the grace for a writer that has not yet taken its lock
+        for p in (*killed_tmp, *live_tmp):
+            os.utime(p, (past, past))
+        assert cache.prune() >= 1
+        assert not killed_tmp[0].exists() and not killed_at.exists()
+        assert live_tmp[0].exists() and old_style.exists()
+        procs[1].kill()
+        procs[1].wait(timeout=30)
+        assert cache.prune() == 1  # its writer gone too (the earlier datacheck's fresh file still kept)
+        assert not live_tmp[0].exists() and not live_at.exists() and old_style.exists()
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait(timeout=30)
