@@ -138,14 +138,17 @@ def compare_index(idx: DataIndex, actual: list[tuple[str, str, int, int | None]]
         actual: ``(path, content_hash, bytes, rows)`` of every shard on disk (rows None: unreadable
             or not counted).
         temp_files: partial/temporary files (never count as present).
-        rows_of: called for a changed shard whose rows are None, to count them.
+        rows_of: called for a listed shard whose rows are None (and whose entry records rows),
+            to count them.
 
     Returns:
         ``index.missing_shard`` (error, count = absent shards), ``index.extra_shard`` (warn, count =
         unlisted shards; datacheck indexes only), ``index.changed_shard`` (error, count = shards whose
         content hash or size differs) and one ``index.row_count_mismatch`` (error, count = |rows - listed
-        rows|) per shard whose rows differ. Rows are only compared for changed shards (or lists without
-        hashes): equal bytes hold equal rows.
+        rows|) per shard whose rows differ from the rows its entry records. Rows are compared for every
+        listed shard whose rows are known (or counted by ``rows_of``), changed or not: equal bytes hold
+        equal rows, but the rows an index records are not covered by its hashes, and consumers read
+        them from the index.
     """
     on_disk = {p: (h, b, r) for p, h, b, r in actual}
     out: list[Finding] = []
@@ -175,7 +178,7 @@ def compare_index(idx: DataIndex, actual: list[tuple[str, str, int, int | None]]
         differs = (e.content_hash is not None and h != e.content_hash) or (e.bytes is not None and b != e.bytes)
         if differs:
             changed.append((p, e, h, b))
-        if e.rows is not None and (differs or e.content_hash is None):
+        if e.rows is not None:
             if r is None and rows_of is not None:
                 r = rows_of(p)
             if r is not None and r != e.rows:

@@ -21,7 +21,13 @@ Paths are POSIX paths relative to the dataset root (the audited folder). A path 
 holds ``..``, a backslash, a drive letter or a NUL, or resolves (through symlinks) outside the root
 is refused with a :class:`~datacheck.model.errors.UsageError` (exit 2), before any file is opened, so an
 index can never make datacheck read outside the dataset. A file that is not JSON, not an index, or
-has a ``format_version`` newer than :data:`INDEX_FORMAT_VERSION` is refused the same way.
+has a ``format_version`` newer than :data:`INDEX_FORMAT_VERSION` is refused the same way, and so
+is an index that contradicts itself: a ``bytes`` or ``rows`` that is no count (not an integer,
+negative, 2**63 or more: :data:`MAX_COUNT`), or an ``index_hash`` that is not the hash of its
+shards' (path, content_hash) pairs (the file was edited after it was built; it blames no shard, so
+it is no ``index.changed_shard`` finding but a file to rebuild). The ``rows`` of every listed shard
+are compared with the shard's own row count (``index.row_count_mismatch``), whether or not its
+bytes changed: consumers read row counts from the index.
 
 Shipped shard lists (verified where present, under the audited root):
 
@@ -175,16 +181,31 @@ def _load_json(path: Path, what: str) -> Any:
                          "(`datacheck index build` for a datacheck index)") from None
 
 
+#: a row or byte count an index may record is below this: Arrow and Parquet count rows, and the OS
+#: counts file sizes, in signed 64-bit integers (``int64``), so no shard holds 2**63 rows or bytes
+MAX_COUNT = 2**63
+
+
 def _int_or_none(v: Any, key: str, source: str) -> int | None:
+    """``v`` (a row or byte count read from an index) as an int, or None when absent (``null``).
+
+    Raises:
+        UsageError: ``v`` is not an integer (a bool, a float, a string), is negative or is
+            :data:`MAX_COUNT` or more.
+    """
     if v is None:
         return None
-    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-        raise UsageError(f"{source}: {key} must be a non-negative integer, got {v!r}")
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < MAX_COUNT:
+        raise UsageError(f"{source}: {key} must be a non-negative integer below 2**63, got {repr(v)[:60]}; "
+                         "fix or rebuild the index")
     return v
 
 
 def parse_index(data: Any, root: Path, source: str) -> DataIndex:
-    """Validate a parsed datacheck index. Raises :class:`UsageError` naming the bad key."""
+    """Validate a parsed datacheck index. Raises :class:`UsageError` naming the bad key: among
+    others a ``bytes``/``rows`` that is no count (see :func:`_int_or_none`), or an ``index_hash``
+    that is not :func:`~datacheck.io.hashing.index_hash` of the entries' (path, content_hash) pairs
+    (an index without the key claims none and is accepted)."""
     if not isinstance(data, dict) or data.get("format") != INDEX_FORMAT:
         raise UsageError(f"{source}: not a datacheck index (no \"format\": \"{INDEX_FORMAT}\"); "
                          "build one with `datacheck index build PATH -o FILE`")
@@ -212,7 +233,15 @@ def parse_index(data: Any, root: Path, source: str) -> DataIndex:
             raise UsageError(f"{source}: shard {path!r} is listed twice")
         entries[path] = IndexEntry(path=path, bytes=_int_or_none(s.get("bytes"), f"shards[{k}].bytes", source),
                                    rows=_int_or_none(s.get("rows"), f"shards[{k}].rows", source), content_hash=ch)
-    return DataIndex(source=source, kind="datacheck", entries=entries, index_hash=data.get("index_hash"))
+    recorded = data.get("index_hash")
+    if "index_hash" in data:
+        real = index_hash([(e.path, e.content_hash or "") for e in entries.values()])
+        if recorded != real:
+            raise UsageError(f"{source}: index_hash {repr(recorded)[:60]} is not the hash of its shards' paths and "
+                             f"content hashes ({real}): the file was edited after `datacheck index build`, so "
+                             "neither can be trusted to describe the data; rebuild the index from the shards it "
+                             "should describe")
+    return DataIndex(source=source, kind="datacheck", entries=entries, index_hash=recorded)
 
 
 def resolve_index_path(index: str | Path, root: Path) -> Path:

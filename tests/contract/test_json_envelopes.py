@@ -27,7 +27,7 @@ RESULT_KEYS = {
     "datacheck.inspect": {"shards", "tokenizer", "export"},
     "datacheck.clean": {"bad_records", "bad_records_quarantined", "drop", "index", "index_hash", "input_rows", "kept",
                         "left_in_place", "metadata", "notes", "out", "quarantine", "quarantined", "shards"},
-    "datacheck.index.verify": {"index", "passed", "config_path", "findings"},
+    "datacheck.index.verify": {"index", "passed", "config_path", "rows_not_compared", "findings"},
     "datacheck.plan": {"config", "plan", "ledger", "step"},
     "datacheck.trace": {"convention", "curves", "data", "events", "findings", "first_bad", "logs", "not_run", "notes",
                         "passed", "streams", "verdict"},
@@ -122,7 +122,7 @@ def test_every_enveloped_verb(data, tmp_path, monkeypatch):
     rc, cl = by["datacheck.clean"]
     assert rc == 0 and (cl["input_rows"], cl["kept"], cl["quarantined"]) == (5, 4, 1)
     rc, ver = by["datacheck.index.verify"]
-    assert rc == 0 and ver["passed"] is True and ver["findings"] == []
+    assert rc == 0 and ver["passed"] is True and ver["findings"] == [] and ver["rows_not_compared"] == []
     rc, plan = by["datacheck.plan"]
     assert rc == 0 and plan["plan"]["rows"] == 5 and plan["plan"]["steps_per_epoch"] == 3
     assert [(r["shard"], r["row"]) for r in plan["step"]["rows"]] == [("s0.parquet", 0), ("s0.parquet", 1)]

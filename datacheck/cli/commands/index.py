@@ -4,7 +4,10 @@ the committed data index (format in :mod:`datacheck.io.dataindex`).
 ``build`` hashes every shard (xxh3-128 of its bytes), counts its rows and writes the versioned
 index atomically with sorted keys. ``verify`` hashes the shards on disk and compares them with the
 index: ``index.missing_shard``, ``index.extra_shard``, ``index.changed_shard``,
-``index.row_count_mismatch`` (rows are counted only for changed shards). The findings go through the
+``index.row_count_mismatch`` (the recorded rows of every parquet shard, read from its footer, and of
+every shard whose bytes changed; another format's shard with unchanged bytes is not counted, as that
+parses every row: the text output names them on a ``note:`` line, the JSON output in
+``rows_not_compared``; ``datacheck audit`` with ``[dataset] index`` compares them all). The findings go through the
 audit's policy (:func:`datacheck.report.policy.apply_policy`: ``[policy]`` severities, thresholds and
 ``--fail-on``), so each finding's ``fails_policy`` agrees with the exit code: 1 when a finding fails
 the policy, 0 when none does, 2 for a bad index or config.
@@ -62,14 +65,22 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {args.output}: {len(doc['shards'])} shard(s), "
               f"{sum(s['rows'] or 0 for s in doc['shards'])} rows, index hash {doc['index_hash']}")
         return EXIT_OK
+    uncounted: list[str] = []
     with activity("verifying", no_progress=args.no_progress) as tick:
-        findings = verify(args.paths, args.index, cfg, fail_on=args.fail_on, progress=tick)
+        findings = verify(args.paths, args.index, cfg, fail_on=args.fail_on, progress=tick,
+                          rows_not_compared=uncounted)
     fail = any(f.fails_policy for f in findings)
     if args.format == "json":
         write_envelope("datacheck.index.verify", {"index": args.index, "passed": not fail, "config_path": source,
+                                                  "rows_not_compared": uncounted,
                                                   "findings": [f.to_dict(dataset_level=True) for f in findings]})
     else:
-        lines = [describe_config(source)] + ([f"ok: the shards match {args.index}"] if not findings else [])
+        what = "paths, bytes and content hashes" if uncounted else "paths, bytes, content hashes and row counts"
+        lines = [describe_config(source)] + ([f"ok: the shards match {args.index} ({what})"] if not findings else [])
+        if uncounted:
+            lines.append(f"note: the row counts of {len(uncounted)} unchanged shard(s) were not compared (counting "
+                         f"them parses every row; `datacheck audit` with [dataset] index compares them): "
+                         f"{', '.join(uncounted[:10])}{' ...' if len(uncounted) > 10 else ''}")
         lines += [f"{f.severity.upper():5}{'!' if f.fails_policy else ' '} {f.check}: {f.message}" for f in findings]
         sys.stdout.write(terminal_lines(lines))  # shard names from the data: escaped, one line each
     return EXIT_POLICY_FAILED if fail else EXIT_OK

@@ -119,6 +119,67 @@ def test_changed_byte_same_size_against_index(ds):
     assert by_check(rep, "index.missing_shard") == by_check(rep, "index.extra_shard") == []
 
 
+def _rows_on_disk(ds: Path, rel: str) -> int:
+    import pyarrow.parquet as pq
+
+    return pq.read_metadata(ds / rel).num_rows
+
+
+def test_wrong_rows_of_an_unchanged_shard_are_reported(ds, tmp_path):
+    """The index lists rows that the shard does not hold while its bytes and hash are the index's: verify
+    and the audit compare every listed row count with the shard's (not only those of changed shards)."""
+    idx = ds / "index.json"
+    doc = _build(ds, idx)
+    s0, s1 = doc["shards"][0]["path"], doc["shards"][1]["path"]
+    real0, real1 = _rows_on_disk(ds, s0), _rows_on_disk(ds, s1)
+    doc["shards"][0]["rows"] = real0 - 3
+    doc["shards"][1]["rows"] = real1 + 1000
+    idx.write_text(json.dumps(doc))
+    want = {s0: {"index": str(idx), "expected": real0 - 3, "actual": real0},
+            s1: {"index": str(idx), "expected": real1 + 1000, "actual": real1}}
+    p = run_cli("index", "verify", str(ds), "--index", str(idx), "--format", "json")
+    assert p.returncode == 1, p.stdout + p.stderr
+    got = json.loads(p.stdout)["result"]["findings"]
+    assert {f["check"] for f in got} == {"index.row_count_mismatch"}
+    assert {f["shards"][0]: f["details"] for f in got} == want
+    assert sorted(f["count"] for f in got) == [3, 1000]
+    rep = run(ds, {"dataset": {"index": "index.json"}})
+    assert by_check(rep, "index.changed_shard") == []
+    mis = by_check(rep, "index.row_count_mismatch")
+    assert {f.shards[0]: {**f.details, "index": str(idx)} for f in mis} == want
+
+
+def test_verify_ok_says_what_it_compared(ds, tmp_path):
+    idx = tmp_path / "index.json"
+    _build(ds, idx)
+    p = run_cli("index", "verify", str(ds), "--index", str(idx))
+    assert p.returncode == 0
+    assert f"ok: the shards match {idx} (paths, bytes, content hashes and row counts)" in p.stdout
+
+
+def test_verify_names_the_unchanged_text_shards_whose_rows_it_did_not_count(tmp_path):
+    """verify counts a JSONL shard's rows only when its bytes changed (counting parses every row) and
+    names the others; the audit reads every shard and compares their rows."""
+    ds = tmp_path / "ds"
+    ds.mkdir()
+    lines = [json.dumps({"text": f"r{k}"}) for k in range(7)]
+    (ds / "a.jsonl").write_text("\n".join(lines) + "\n")
+    idx = ds / "index.json"
+    doc = _build(ds, idx)
+    doc["shards"][0]["rows"] = len(lines) + 2
+    idx.write_text(json.dumps(doc))
+    p = run_cli("index", "verify", str(ds), "--index", str(idx), "--format", "json")
+    assert p.returncode == 0, p.stdout + p.stderr
+    res = json.loads(p.stdout)["result"]
+    assert res["findings"] == [] and res["rows_not_compared"] == ["a.jsonl"]
+    p = run_cli("index", "verify", str(ds), "--index", str(idx))
+    assert f"ok: the shards match {idx} (paths, bytes and content hashes)" in p.stdout
+    assert "note: the row counts of 1 unchanged shard(s) were not compared" in p.stdout and "a.jsonl" in p.stdout
+    rep = run(ds, {"dataset": {"index": "index.json"}})
+    assert one(rep, "index.row_count_mismatch").details == {"index": str(idx), "expected": len(lines) + 2,
+                                                            "actual": len(lines)}
+
+
 # --------------------------------------------------------------------------------- bad input
 
 
@@ -173,6 +234,43 @@ def test_bad_index_is_refused_before_any_shard_is_read(ds, tmp_path, monkeypatch
     with pytest.raises(UsageError, match="outside the dataset root"):
         datacheck.audit(ds, {"dataset": {"index": str(bad)}})
     assert opened == []
+
+
+@pytest.mark.parametrize("rows", [-1, 2**63, 10**30, 1.5, "4", True])
+def test_index_rows_that_are_no_count_are_refused(ds, tmp_path, rows):
+    idx = tmp_path / "index.json"
+    doc = _build(ds, idx)
+    doc["shards"][0]["rows"] = rows
+    idx.write_text(json.dumps(doc))
+    p = run_cli("index", "verify", str(ds), "--index", str(idx))
+    assert p.returncode == 2, p.stdout
+    assert "shards[0].rows must be a non-negative integer below 2**63" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_index_hash_that_is_not_its_entries_hash_is_refused(ds, tmp_path):
+    """The index_hash an index records is the hash of its (path, content_hash) pairs; an index where it is
+    not (edited by hand after build) contradicts itself and is refused, in verify and in the audit."""
+    from datacheck.io.hashing import index_hash
+
+    idx = tmp_path / "index.json"
+    doc = _build(ds, idx)
+    doc["shards"][0]["content_hash"] = "xxh3-128:" + "1" * 32
+    idx.write_text(json.dumps(doc))
+    real = index_hash([(s["path"], s["content_hash"]) for s in doc["shards"]])
+    for edited in (doc, {**doc, "index_hash": "0" * 32}, {**doc, "index_hash": 7}):
+        idx.write_text(json.dumps(edited))
+        p = run_cli("index", "verify", str(ds), "--index", str(idx))
+        assert p.returncode == 2, p.stdout
+        assert f"index_hash {edited['index_hash']!r} is not the hash of its shards' paths and content hashes" in p.stderr
+        assert real in p.stderr and "Traceback" not in p.stderr
+    with pytest.raises(UsageError, match="is not the hash of its shards"):
+        datacheck.audit(ds, {"dataset": {"index": str(idx)}})
+    # the content hash restored with the real index hash: a consistent index again, whose shard changed
+    doc["index_hash"] = real
+    idx.write_text(json.dumps(doc))
+    p = run_cli("index", "verify", str(ds), "--index", str(idx), "--format", "json")
+    assert p.returncode == 1
+    assert [f["check"] for f in json.loads(p.stdout)["result"]["findings"]] == ["index.changed_shard"]
 
 
 def test_read_index_missing_file(ds, tmp_path):
