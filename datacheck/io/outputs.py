@@ -224,7 +224,10 @@ def replace_file(path: str | os.PathLike[str], content: Content, *, durable: boo
     target = os.fspath(path)
     fd, tmp = make_temp_file(os.path.dirname(target) or ".", f".{os.path.basename(target)}.", TEMP_LOCKED_SUFFIX)
     try:
-        _flock(fd, exclusive=True)  # released when the file is closed, or by the kernel when the writer dies
+        try:  # released when the file is closed, or by the kernel when the writer dies
+            locked = _flock(fd, exclusive=True)
+        except OSError:  # no flock here (not POSIX, a file system without locks): told apart by age only
+            locked = False
         if mode is not None:
             os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as f:
@@ -240,7 +243,10 @@ def replace_file(path: str | os.PathLike[str], content: Content, *, durable: boo
             f.flush()
             if durable:
                 os.fsync(f.fileno())
-            os.replace(tmp, target)  # still locked: a cleaner never takes the file between close and rename
+            if locked:
+                os.replace(tmp, target)  # still locked: a cleaner never takes the file between close and rename
+        if not locked:  # renamed once closed (Windows cannot rename an open file)
+            os.replace(tmp, target)
     except BaseException:
         try:
             os.unlink(tmp)
@@ -250,15 +256,17 @@ def replace_file(path: str | os.PathLike[str], content: Content, *, durable: boo
 
 
 def _flock(fd: int, exclusive: bool) -> bool:
-    """``flock(fd, LOCK_EX or LOCK_SH | LOCK_NB)``: True when taken; False when another open file
-    holds a conflicting lock. Raises OSError when the file system has no such locks (or no ``fcntl``:
-    ``ENOLCK``); :func:`replace_file` ignores that (its file is then told apart by age only)."""
+    """``flock(fd, LOCK_EX)`` (the writer: waits while a cleaner's look holds its shared lock, an
+    instant) or ``flock(fd, LOCK_SH | LOCK_NB)`` (a cleaner's look): True when taken; False when another
+    open file holds a conflicting lock (the look only). Raises OSError when the file system has no such
+    locks (or no ``fcntl``: ``ENOLCK``); :func:`replace_file` ignores that (its file is then told apart
+    by age only)."""
     try:
         import fcntl
     except ImportError:  # not POSIX
         raise OSError(errno.ENOLCK, "no flock on this platform") from None
     try:
-        fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
         return False
     return True

@@ -2,6 +2,7 @@
 guard that keeps outputs out of the audited data."""
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -11,6 +12,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from datacheck.io import outputs
 from datacheck.io.outputs import check_outputs, write_atomic, write_bytes_atomic, write_frame_atomic, write_json_atomic
 from datacheck.model.errors import UsageError
 from datacheck.report.model import read_report
@@ -267,3 +269,19 @@ def test_cache_and_memo_write_through_replace_file(tmp_path, monkeypatch):
     assert cache.replace_file is outputs.replace_file and rerun.replace_file is outputs.replace_file
     for mod in (cache, rerun):
         assert not hasattr(mod, "make_temp_file") and "os.replace(" not in Path(mod.__file__).read_text()
+
+
+@pytest.mark.parametrize("err", [errno.ENOLCK, errno.EOPNOTSUPP])
+def test_a_file_system_without_flock_still_gets_its_atomic_write(tmp_path, monkeypatch, err):
+    """replace_file takes an flock on its temporary file so --cache-prune can tell a killed writer's
+    file from one being written; where there is none (no fcntl, an NFS or FUSE mount answering ENOLCK)
+    the write goes on, closed then renamed, and leaves no temporary file behind."""
+    def no_lock(fd, exclusive):
+        raise OSError(err, "no locks here")
+
+    monkeypatch.setattr(outputs, "_flock", no_lock)
+    target = tmp_path / "report.json"
+    target.write_text("old", encoding="utf-8")
+    outputs.replace_file(target, "new content")
+    assert target.read_text(encoding="utf-8") == "new content"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]
