@@ -17,6 +17,19 @@ Global step ``s`` of the ledger (``first_step`` is the ledger's first step numbe
 ``record_batches``, 1 for OLMo's 1-based ``global_step``) is in-epoch step ``(s - first_step) %
 steps_per_epoch`` of plan epoch ``(s - first_step) // steps_per_epoch``.
 
+**A run resumed with other settings** (a ledger whose ranks count their own steps: DatacheckCallback's): a
+``#state`` line that records a ``batch_size``, ``grad_accum`` or ``num_replicas`` other than the first one's
+starts a launch with those settings. Each epoch is planned with the settings of the launch that began it
+(``plan.epoch_settings``), each step with those of the launch that recorded it, and a launch's step is placed
+in its own segment: the epoch the ledger records it trained, from in-epoch step ``skipped // grad_accum`` (the
+resumed Hugging Face Trainer counts ``ceil(len(loader) / grad_accum)`` updates an epoch with the new
+settings, so global step G re-reads epoch ``G // that`` after ``(G % that) x grad_accum`` skipped
+micro-batches, not where the run was). Such a resume whose rows are where its loop put them is then judged
+by where the run was (the epoch in progress and the rows every rank had trained of it): later is
+``skip_ahead`` (the rows between are never trained), earlier ``rewind`` or ``restart_of_epoch``; that step
+is the first divergent one, ``divergence.run_position`` says where the run was, and a note gives the
+Trainer's arithmetic.
+
 **Datasets whose size changes between epochs.** Each ``#state`` line that starts an epoch records the
 rows its sampler's dataset held (``dataset_rows``; older ledgers: a ``RandomSampler``'s ``num_samples``).
 When an epoch's size is not ``n_rows``, every epoch is planned over its own size, and a step's in-epoch step
@@ -177,44 +190,60 @@ class _Plans:
     """Epoch orders of the plan (and of other world sizes), built on demand and cached."""
 
     def __init__(self, n_rows: int, batch: BatchSection, sizes: dict[int, int] | None = None,
-                 cut: dict[tuple[int, int], int] | None = None):
+                 cut: dict[tuple[int, int], int] | None = None, launches: dict[int, BatchSection] | None = None):
         self.n_rows, self.batch = n_rows, batch
         #: epoch -> the rows its dataset held (an epoch not named: ``n_rows``)
         self.sizes = sizes or {}
         #: (epoch, rank) -> the most micro-batches the training loop trains of the epoch (the Hugging Face
         #: Trainer's ``steps_in_epoch``: the batches an epoch that grew holds past it are never trained)
         self.cut = cut or {}
-        self._orders: dict[tuple[int, int], EpochOrder] = {}
-        self._index: dict[tuple[int, int], dict[tuple[int, ...], tuple[int, int]]] = {}
+        #: epoch -> the settings of the launch that began it, where they are not ``batch``'s (a run resumed
+        #: with another batch size, grad_accum or world size: :func:`_launch_settings`)
+        self.launches = launches or {}
+        self._orders: dict[tuple[int, int, int, int], EpochOrder] = {}
+        self._index: dict[tuple[int, int, int, int], dict[tuple[int, ...], tuple[int, int]]] = {}
 
-    def order(self, epoch: int, world_size: int | None = None) -> EpochOrder:
-        ws = world_size or self.batch.world_size
-        key = (epoch, ws)
+    def batch_of(self, epoch: int) -> BatchSection:
+        """The settings ``epoch`` is planned with: those of the launch that began it."""
+        return self.launches.get(epoch, self.batch)
+
+    def _key(self, epoch: int, world_size: int | None, batch: BatchSection | None) -> tuple[tuple[int, int, int, int],
+                                                                                              BatchSection]:
+        b = self.batch_of(epoch) if batch is None else batch
+        ws = world_size or b.world_size
+        if ws != b.world_size:
+            b = b.model_copy(update={"world_size": ws})
+        return (epoch, ws, int(b.batch_size or 0), b.grad_accum), b
+
+    def order(self, epoch: int, world_size: int | None = None, batch: BatchSection | None = None) -> EpochOrder:
+        """``epoch``'s order under its own settings (:meth:`batch_of`), or ``batch``'s, with ``world_size``
+        ranks; the Trainer's cut (``cut``) applies to the epoch's own settings only."""
+        key, b = self._key(epoch, world_size, batch)
         if key not in self._orders:
-            b = self.batch if ws == self.batch.world_size else self.batch.model_copy(update={"world_size": ws})
             o = epoch_order(self.sizes.get(epoch, self.n_rows), b, epoch)
-            if ws == self.batch.world_size and any(k[0] == epoch for k in self.cut):
+            if key == self._key(epoch, None, None)[0] and any(k[0] == epoch for k in self.cut):
                 o = dataclasses.replace(o, ranks=tuple(mbs[: self.cut.get((epoch, r), len(mbs))]
                                                        for r, mbs in enumerate(o.ranks)))
             self._orders[key] = o
         return self._orders[key]
 
-    def step_rows(self, epoch: int, step: int, rank: int, world_size: int | None = None) -> tuple[int, ...] | None:
+    def step_rows(self, epoch: int, step: int, rank: int, world_size: int | None = None,
+                  batch: BatchSection | None = None) -> tuple[int, ...] | None:
         """The rows of in-epoch ``step`` on ``rank`` (micro-batches concatenated), or None past the epoch."""
-        o = self.order(epoch, world_size)
+        o = self.order(epoch, world_size, batch)
         if not 0 <= step < o.steps or rank >= len(o.ranks):
             return None
         mbs = o.ranks[rank]
         lo, hi = step * o.grad_accum, min((step + 1) * o.grad_accum, len(mbs))
         return tuple(int(g) for m in range(lo, hi) for g in mbs[m])
 
-    def locate(self, rows: tuple[int, ...], epoch: int, world_size: int | None = None) -> tuple[int, int] | None:
-        """(rank, in-epoch step) of ``rows`` in ``epoch``'s plan, or None."""
-        ws = world_size or self.batch.world_size
-        key = (epoch, ws)
+    def locate(self, rows: tuple[int, ...], epoch: int, world_size: int | None = None,
+               batch: BatchSection | None = None) -> tuple[int, int] | None:
+        """(rank, in-epoch step) of ``rows`` in ``epoch``'s plan (or ``batch``'s), or None."""
+        key, b = self._key(epoch, world_size, batch)
         if key not in self._index:
-            o = self.order(epoch, ws)
-            self._index[key] = {self.step_rows(epoch, s, r, ws) or (): (r, s)
+            o = self.order(epoch, batch=b)
+            self._index[key] = {self.step_rows(epoch, s, r, batch=b) or (): (r, s)
                                 for r in range(len(o.ranks)) for s in range(o.steps)}
         return self._index[key].get(rows)
 
@@ -243,6 +272,73 @@ class _Plans:
 
 def _int(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _launch_settings(led: Ledger, batch: BatchSection,
+                     segments: dict[int, list[dict[str, Any]]]) -> dict[int, list[BatchSection | None]]:
+    """Per rank, per segment (:func:`_rank_segments`): the settings of the launch that recorded it, where its
+    ``#state`` line records a ``batch_size``, ``grad_accum`` or ``num_replicas`` other than the ledger's first
+    ``#state`` line (a run resumed with other settings), else None (the plan's). A setting a ``#state`` line
+    leaves null is the last one the rank recorded."""
+    st0 = _first_state(led) or {}
+    base = {k: _int(st0.get(k)) for k in ("batch_size", "grad_accum", "num_replicas")}
+    field_of = {"batch_size": "batch_size", "grad_accum": "grad_accum", "num_replicas": "world_size"}
+    out: dict[int, list[BatchSection | None]] = {}
+    for r, segs in segments.items():
+        known = dict(base)
+        got: list[BatchSection | None] = []
+        for sg in segs:
+            known.update({k: v for k in base if (v := _int(sg["state"].get(k))) is not None and v > 0})
+            upd = {field_of[k]: v for k, v in known.items() if v is not None and base[k] is not None and v != base[k]}
+            got.append(batch.model_copy(update=upd) if upd else None)
+        out[r] = got
+    return out
+
+
+def _landing(plans: _Plans, segments: dict[int, list[dict[str, Any]]], seg_batch: dict[int, list[BatchSection | None]],
+             batch: BatchSection, r: int, k: int) -> dict[str, Any]:
+    """Where rank ``r``'s segment ``k`` (a resume of a launch with other settings, its first step holding the
+    rows of its own position) took the run: its epoch and the rows its skipped micro-batches (``skipped``)
+    hold over every rank of its launch, against where the run was (the epoch in progress before it and the
+    rows every rank's earlier segments trained of it). ``order``: ``continuation`` (the same place),
+    ``skip_ahead`` (later: rows in between never trained), ``restart_of_epoch`` or ``rewind`` (earlier)."""
+    sg, before = segments[r][k], segments[r][k - 1]
+    b = seg_batch[r][k] or batch
+    skipped = _int(sg["state"].get("skipped")) or 0
+    epoch = sg["epoch"]
+    rows = sum(len(m) for mbs in plans.order(epoch, batch=b).ranks for m in mbs[:skipped])
+    run_epoch = before["epoch"]
+    total = int(plans.counts(run_epoch).sum())
+    run_rows = sum(len(m) for segs in segments.values() for x in segs
+                   if x["epoch"] == run_epoch and x["start"] < sg["start"] for m in x["mbs"])
+    if before["ran_out"] or run_rows >= total:
+        run_epoch, run_rows = run_epoch + 1, 0
+    order = ("continuation" if (epoch, rows) == (run_epoch, run_rows) else "skip_ahead"
+             if (epoch, rows) > (run_epoch, run_rows) else "restart_of_epoch" if (epoch, rows) == (run_epoch, 0)
+             else "rewind")
+    return {"order": order, "rank": r, "epoch": epoch, "skipped": skipped, "rows_skipped": rows, "batch": b,
+            "trainer_epoch_batches": _int(sg["state"].get("trainer_epoch_batches")), "run_epoch": run_epoch,
+            "run_rows": run_rows}
+
+
+def _landing_note(step: int, j: dict[str, Any]) -> str:
+    """The note on a relaunch that did not resume where the run was: the Hugging Face Trainer's arithmetic
+    (``_init_training_state``: epoch ``global_step // num_update_steps_per_epoch``, skipping ``(global_step %
+    num_update_steps_per_epoch) x grad_accum`` micro-batches, ``num_update_steps_per_epoch`` =
+    ``ceil(len(loader) / grad_accum)`` of the resumed launch's loader) and what it trained."""
+    b: BatchSection = j["batch"]
+    t = j["trainer_epoch_batches"]
+    text = (f"rank {j['rank']}: the launch resumed at step {step} trains with batch_size {b.batch_size} x world_size "
+            f"{b.world_size} x grad_accum {b.grad_accum}")
+    if t:
+        per = max(-(-t // b.grad_accum), 1)
+        text += (f"; the Hugging Face Trainer counts {per} steps an epoch (ceil({t} micro-batches / grad_accum "
+                 f"{b.grad_accum})), so global step {step} is epoch {step // per} ({step} // {per}) after "
+                 f"{(step % per) * b.grad_accum} micro-batches (({step} % {per}) x {b.grad_accum})")
+    text += (f": it trained epoch {j['epoch']} from micro-batch {j['skipped']} ({j['rows_skipped']} rows skipped), "
+             f"where the run had trained {j['run_rows']} rows of epoch {j['run_epoch']}: ")
+    return text + ("the rows in between are never trained (order.never_seen counts them by epoch)"
+                   if j["order"] == "skip_ahead" else "rows are trained again (order.seen_twice counts them by epoch)")
 
 
 def _epoch_starts(segments: dict[int, list[dict[str, Any]]]) -> dict[int, list[tuple[int, int, dict[str, Any]]]]:
@@ -322,9 +418,10 @@ def _epoch_sizes(segments: dict[int, list[dict[str, Any]]], plans: _Plans,
 
 
 def _classify(plans: _Plans, rows: tuple[int, ...], epoch: int, step: int, world_size: int,
-              epochs_seen: int) -> tuple[str, dict[str, Any] | None]:
-    """Where ``rows`` (recorded at plan ``epoch``, in-epoch ``step``) are in the plan: (order kind, position)."""
-    hit = plans.locate(rows, epoch)
+              epochs_seen: int, batch: BatchSection | None = None) -> tuple[str, dict[str, Any] | None]:
+    """Where ``rows`` (recorded at plan ``epoch``, in-epoch ``step``) are in the plan (``batch``: the settings
+    of the launch that recorded them, else the epoch's own): (order kind, position)."""
+    hit = plans.locate(rows, epoch, batch=batch)
     if hit is not None:
         r, s = hit
         if s == step:
@@ -335,10 +432,10 @@ def _classify(plans: _Plans, rows: tuple[int, ...], epoch: int, step: int, world
     for e in range(max(epochs_seen, epoch + 2)):
         if e == epoch:
             continue
-        hit = plans.locate(rows, e)
+        hit = plans.locate(rows, e, batch=batch)
         if hit is not None:
             return "another_epoch", {"epoch": e, "step": hit[1], "rank": hit[0]}
-    if world_size != plans.batch.world_size:
+    if world_size != (batch or plans.batch_of(epoch)).world_size:
         hit = plans.locate(rows, epoch, world_size)
         if hit is not None:
             return "world_size_changed", {"epoch": epoch, "step": hit[1], "rank": hit[0], "world_size": world_size}
@@ -393,11 +490,26 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
         raise UsageError(f"the ledger records row {top}, but the dataset has {n_rows} rows: was it recorded over "
                          "other data?")
     first = (1 if led.format == "olmo" else 0) if first_step is None else first_step
-    plans = _Plans(n_rows, batch)
+    # a ledger whose ranks count their own steps over their own epochs (the Hugging Face Trainer's, and any
+    # accelerate loop's with even_batches=False a rank with a batch fewer starts its next epoch sooner): each rank placed by its own
+    own = any(st.get("epoch_steps") == "own" for sts in led.states.values() for st in sts)
     # a dataset whose size changed between epochs: each epoch planned with its own recorded size, its steps
     # placed where the ledger says the epoch started; an epoch whose size is not known is not judged
     segments = {r: _rank_segments(led, r, first) for r in led.ranks} if led.format == "datacheck" else {}
     starts = _epoch_starts(segments)
+    # a run resumed with another batch size, grad_accum or world size (own step counting: the Trainer's
+    # arithmetic): each launch's epochs planned with its settings, its steps placed where its loop put them
+    seg_batch = _launch_settings(led, batch, segments) if own else {}
+    launches: dict[int, BatchSection] = {}  # epoch -> the settings of the launch that began it (not the plan's)
+    for r in sorted(seg_batch):
+        begun: set[int] = set()
+        for k, sg in enumerate(segments[r]):
+            if sg["epoch"] not in begun:
+                begun.add(sg["epoch"])
+                if (b := seg_batch[r][k]) is not None:
+                    launches.setdefault(sg["epoch"], b)
+    relaunched = any(b is not None for bs in seg_batch.values() for b in bs)
+    plans = _Plans(n_rows, batch, launches=launches)
     cut_rows: dict[str, int] = {}
     sizes, unknown, size_notes = _epoch_sizes(segments, plans, starts)
     if sizes and max(sizes.values()) > n_rows:
@@ -413,8 +525,8 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
            if (c := _int(st.get("trainer_epoch_batches"))) is not None and c > 0}
     notes.extend(size_notes)
     if varying or cut:
-        full = _Plans(n_rows, batch, sizes if varying else None)
-        plans = _Plans(n_rows, batch, sizes if varying else None, cut)
+        full = _Plans(n_rows, batch, sizes if varying else None, launches=launches)
+        plans = _Plans(n_rows, batch, sizes if varying else None, cut, launches=launches)
         cut_rows: dict[str, int] = {}
         for (e, r), c in sorted(cut.items()):
             if e in unknown:
@@ -457,6 +569,9 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
             notes.append(f"rank {r}: the run started over at step {rs1['start_step']} (ledger line {rs1['line']}): the "
                          f"{rs1['superseded']} step(s) recorded before it ({rs1['first']}..{rs1['last']}: an earlier "
                          "run recorded into the same folder) are superseded; the run after it is judged")
+    if launches:
+        plan_info["epoch_settings"] = {str(e): {"batch_size": b.batch_size, "grad_accum": b.grad_accum,
+                                                "world_size": b.world_size} for e, b in sorted(launches.items())}
     if led.truncated:
         notes.append("torn ledger file(s): " + "; ".join(f"{f} {led.tears.get(f, 'torn')}" for f in led.truncated))
     silent = [r for r in range(ws) if not led.batches.get(r)]
@@ -465,9 +580,6 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
                      "(no rank<r>.tsv.gz file, or one with no complete line): the rows planned for them count as "
                      "never seen; copy their ledger files, or the run lost them")
 
-    # a ledger whose ranks count their own steps over their own epochs (the Hugging Face Trainer's, and any
-    # accelerate loop's with even_batches=False a rank with a batch fewer starts its next epoch sooner): each rank placed by its own
-    own = any(st.get("epoch_steps") == "own" for sts in led.states.values() for st in sts)
     if own:
         notes.append("the ledger's ranks count their own steps over their own epochs (the Hugging Face Trainer's "
                      "numbering, and accelerate's with even_batches=False): each rank's step is placed in its own "
@@ -479,8 +591,34 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
             for e in sorted({e for got in starts.values() for _s, e, _st in got})) + "): each epoch is planned "
             "with its own size, its steps counted from the step the ledger records it started at")
     bounds = {r: sorted((st0, e) for st0, e, _st in got) for r, got in starts.items()}
+    # a relaunch with other settings: each step placed in its segment, which begins at in-epoch step
+    # ``skipped // grad_accum`` (the resumed Trainer's updates already taken in the epoch it re-reads)
+    seg_firsts = {r: [sg["start"] for sg in segs] for r, segs in segments.items()} if relaunched else {}
+    seg_monotone = {r: all(a <= b for a, b in zip(f, f[1:])) for r, f in seg_firsts.items()}
+
+    def seg_at(step: int, rank: int) -> int | None:
+        """Index of the segment of ``rank`` that holds ``step`` (the last one in file order starting at or
+        before it, as :func:`_rank_segments` assigns batches), or None."""
+        firsts = seg_firsts.get(rank) or []
+        if seg_monotone.get(rank, True):
+            k = bisect.bisect_right(firsts, step) - 1
+            return k if k >= 0 else None
+        return next((k for k in range(len(firsts) - 1, -1, -1) if firsts[k] <= step), None)
+
+    def seg_offset(rank: int, k: int) -> int:
+        sg = segments[rank][k]
+        return (_int(sg["state"].get("skipped")) or 0) // (seg_batch[rank][k] or batch).grad_accum
+
+    def sbatch(step: int, rank: int) -> BatchSection | None:
+        """The settings of the launch that recorded ``step`` on ``rank`` (None: the epoch's own)."""
+        k = seg_at(step, rank) if relaunched else None
+        return None if k is None else (seg_batch[rank][k] or batch)
 
     def pos(step: int, rank: int | None = None) -> tuple[int, int]:
+        if relaunched and rank is not None:
+            k = seg_at(step, rank)
+            if k is not None:
+                return segments[rank][k]["epoch"], step - segments[rank][k]["start"] + seg_offset(rank, k)
         if varying:
             b = bounds.get(rank if rank is not None else min(bounds, default=0)) or []
             at = next(((st0, e) for st0, e in reversed(b) if st0 <= step), None)
@@ -514,14 +652,17 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
     run_start = min(firsts.values(), default=None)
     joined = {r: st0 for r, st0 in firsts.items() if run_start is not None and st0 > run_start}
     epochs_seen = max(pos(s, r)[0] for s in steps for r in steps[s]) + 1
+    jumps: dict[int, dict[int, dict[str, Any]]] = {}  # a relaunch's start step -> rank -> where it landed
     for r in led.ranks:
         states = led.states.get(r) or []
         prev: dict[str, Any] | None = None
         known: dict[str, Any] = {}  # setting -> the last value a state line of this rank recorded
+        k_seg = -1
         for i, st in enumerate(states):
             start = st.get("start_step")
             if not isinstance(start, int):
                 continue
+            k_seg += 1
             sws = int(st.get("num_replicas") or ws)
             seg_ws[(r, start)] = sws
             # a setting a state line does not record (null: a resumed loader's SkipBatchSampler hides its
@@ -543,29 +684,52 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
                 if start - first < 0:
                     seg["order"] = "unknown"
                 else:
-                    planned = plans.step_rows(e_plan, s_plan, r)
+                    planned = plans.step_rows(e_plan, s_plan, r, batch=sbatch(start, r))
                     if planned == rows:
                         seg["order"] = "start" if kind == "start" else "continuation"
                         seg["located"] = {"epoch": e_plan, "step": s_plan, "rank": r}
                     else:
-                        seg["order"], seg["located"] = _classify(plans, rows, e_plan, s_plan, sws, epochs_seen)
+                        seg["order"], seg["located"] = _classify(plans, rows, e_plan, s_plan, sws, epochs_seen,
+                                                                 sbatch(start, r))
+            if relaunched and kind == "resume" and seg["order"] == "continuation" and k_seg > 0:
+                # the rows are where the resumed loop put them: is that where the run was?
+                jump = _landing(plans, segments, seg_batch, batch, r, k_seg)
+                if jump["order"] != "continuation":
+                    seg["order"] = jump["order"]
+                    jumps.setdefault(start, {})[r] = jump
             v.segments.append(seg)
             if kind == "resume" or (i == 0 and joined.get(r) == start):
                 resumes.setdefault(start, {})[r] = seg
             prev = st
+    notes.extend(_landing_note(start, per[min(per)]) for start, per in sorted(jumps.items()))
 
     # --- the first step leaving the plan
     for s in sorted(steps) if simulated else ():
         if s < first:
             continue
+        if s in jumps:
+            r = min(jumps[s])
+            j = jumps[s][r]
+            e, k = pos(s, r)
+            v.first_divergent_step = s
+            v.divergence = {"step": s, "rank": r, "ranks": sorted(jumps[s]), "epoch": e, "epoch_step": k,
+                            "order": j["order"], "located": {"epoch": e, "step": k, "rank": r},
+                            "run_position": {"epoch": j["run_epoch"], "rows_trained": j["run_rows"]}}
+            what = {"skip_ahead": "the rows in between are never trained", "rewind": "rows are trained again",
+                    "restart_of_epoch": "rows are trained again"}[j["order"]]
+            v.findings.append(_finding(
+                "order.divergent_step", f"step {s} on rank(s) {sorted(jumps[s])}: the launch resumed there with "
+                f"other settings trained epoch {e} from its step {k} (micro-batch {j['skipped']}), where the run had "
+                f"trained {j['run_rows']} rows of epoch {j['run_epoch']}: {what}", count=len(jumps[s]), **v.divergence))
+            break
         bad = [r for r in sorted(steps[s]) if pos(s, r)[0] not in unknown
-               and plans.step_rows(*pos(s, r), r) != tuple(own_rows(s, r))]
+               and plans.step_rows(*pos(s, r), r, batch=sbatch(s, r)) != tuple(own_rows(s, r))]
         if bad:
             r = bad[0]
             e, k = pos(s, r)
             rows = tuple(own_rows(s, r))
             sws = next((w for (rr, st0), w in sorted(seg_ws.items(), reverse=True) if rr == r and st0 <= s), ws)
-            kind, where = _classify(plans, rows, e, k, sws, epochs_seen)
+            kind, where = _classify(plans, rows, e, k, sws, epochs_seen, sbatch(s, r))
             v.first_divergent_step = s
             v.divergence = {"step": s, "rank": r, "ranks": bad, "epoch": e, "epoch_step": k, "order": kind,
                             "located": where}
@@ -909,6 +1073,12 @@ def summary_lines(v: OrderVerdict) -> list[str]:
         out.append(f"plan ({p['source']}): {acc}{p['n_rows']} rows, batch_size {p['batch_size']} x world_size "
                    f"{p['world_size']} x grad_accum {p['grad_accum']}, {p['steps_per_epoch']} steps per epoch, seed "
                    f"{p['seed']}, shuffle {str(p['shuffle']).lower()}, drop_last {str(p['drop_last']).lower()}")
+    by_settings: dict[tuple[int, int, int], list[int]] = {}
+    for e, st in (p.get("epoch_settings") or {}).items():
+        by_settings.setdefault((st["batch_size"], st["world_size"], st["grad_accum"]), []).append(int(e))
+    for (bs, ws, ga), es in by_settings.items():
+        out.append(f"  epoch(s) {es} planned with the settings of the launch that began them: batch_size {bs} x "
+                   f"world_size {ws} x grad_accum {ga}")
     for sg in v.segments:
         if sg["kind"] == "epoch":
             continue
