@@ -19,6 +19,7 @@ Files left out that look like data (a data extension, or an unlisted Arrow file)
 """
 from __future__ import annotations
 
+import fnmatch
 import glob as _glob
 import os
 from dataclasses import dataclass, field
@@ -75,8 +76,6 @@ class ShardRules(Protocol):
 
 
 def _is_temp(path: Path) -> bool:
-    import fnmatch
-
     return any(fnmatch.fnmatch(path.name, pat) for pat in TEMP_PATTERNS)
 
 
@@ -223,23 +222,95 @@ def _abs(p: Path) -> Path:
     return Path(os.path.abspath(p))
 
 
-def _candidates(arg: str) -> tuple[Path, list[Path], bool]:
-    """(root, files, named) for one PATH argument; ``named``: the argument is one file."""
+def _has_folder_link(top: str) -> bool:
+    for dirpath, dirnames, _ in os.walk(top or "."):
+        if any(os.path.islink(os.path.join(dirpath, d)) for d in dirnames):
+            return True
+    return False
+
+
+def _glob_safe(pattern: str) -> tuple[list[str], list[Path]]:
+    """(``glob.glob(pattern, recursive=True)``, the links to folders it met that lead to a folder
+    holding them). ``glob`` follows such a loop at every ``**`` until the path is too long (two loops:
+    2**40 paths, a hang); here a ``**`` never enters a link to a folder it is already in (the
+    pattern's other parts are matched as ``glob`` matches them). Where the pattern has no ``**`` or
+    its fixed folder holds no link to a folder, this is ``glob.glob`` itself."""
+    parts = pattern.split(os.sep)
+    base_parts = []
+    for part in parts:
+        if _glob.has_magic(part):
+            break
+        base_parts.append(part)
+    if "**" not in parts or "" in parts[1:] or not _has_folder_link(os.sep.join(base_parts)):
+        return _glob.glob(pattern, recursive=True), []
+    out: list[str] = []
+    loops: list[Path] = []
+
+    def names(folder: str, seg: str) -> list[str]:
+        try:
+            got = sorted(os.listdir(folder or "."))
+        except OSError:
+            return []
+        return [n for n in got if not n.startswith(".") or seg.startswith(".")]
+
+    def expand(path: str, i: int, chain: frozenset[str]) -> None:
+        if i == len(parts):
+            out.append(path)
+            return
+        seg = parts[i]
+        if i == 0 and seg == "":  # an absolute pattern
+            expand(os.sep, 1, chain)
+            return
+        if seg == "**":
+            expand(path, i + 1, chain)
+            for n in names(path, ""):
+                full = os.path.join(path, n) if path else n
+                if not os.path.isdir(full):
+                    if i == len(parts) - 1:
+                        out.append(full)
+                    continue
+                real = os.path.realpath(full)
+                if real in chain:  # a link back to a folder the path is in
+                    loops.append(Path(full))
+                    continue
+                expand(full, i, chain | {real})
+            return
+        if _glob.has_magic(seg):
+            cands = [n for n in names(path, seg) if fnmatch.fnmatch(n, seg)]
+        else:
+            cands = [seg]
+        for n in cands:
+            full = os.path.join(path, n) if path else n
+            if i == len(parts) - 1:
+                if os.path.lexists(full):
+                    out.append(full)
+            elif os.path.isdir(full):
+                expand(full, i + 1, chain | {os.path.realpath(full)})
+
+    start = os.sep if parts[0] == "" else ""
+    expand(start, 1 if start else 0, frozenset({os.path.realpath(start or ".")}))
+    return out, loops
+
+
+def _candidates(arg: str) -> tuple[Path, list[Path], bool, list[Path]]:
+    """(root, files, named, loops) for one PATH argument; ``named``: the argument is one file;
+    ``loops``: the links to folders a glob's ``**`` did not follow (:func:`_glob_safe`)."""
     p = Path(arg)
     # a glob, unless the argument names an existing file or folder (train[1].parquet, run[2]/): a name
     if any(ch in arg for ch in "*?[") and not os.path.lexists(arg):
-        files = sorted(Path(x) for x in _glob.glob(arg, recursive=True) if not Path(x).is_dir())
+        matched, loops = _glob_safe(arg)
+        files = sorted(Path(x) for x in matched if not Path(x).is_dir())
         base = arg
         for i, ch in enumerate(arg):
             if ch in "*?[":
                 base = arg[:i]
                 break
         root = Path(base) if base.endswith(os.sep) or base == "" else Path(base).parent
-        return _abs(root if str(root) else Path(".")), [_abs(f) for f in files], False
+        return _abs(root if str(root) else Path(".")), [_abs(f) for f in files], False, [_abs(x) for x in loops]
     if p.is_dir():
-        return _abs(p), _folder_files(p), False
+        return _abs(p), _folder_files(p), False, []
     if p.is_file():
-        return _abs(p).parent, [_abs(p)], True
+        return _abs(p).parent, [_abs(p)], True, []
     if p.exists():
         raise UsageError(f"{arg}: not a regular file or folder")
     link = dangling_link(p)  # `ls` lists it: "no such file" would contradict what the user sees
@@ -350,9 +421,10 @@ def discover(paths: list[str], forced_format: str = "auto", follow_symlinks: boo
             raise UsageError(f"{urls[0]} is a URL but {next(p for p in paths if not is_url(p))} is a local path: audit "
                              "local files and object-store URLs in separate runs")
         return _discover_urls([str(u) for u in urls], forced_format, rules)
-    roots, files, named, trees = [], [], set(), []
+    roots, files, named, trees, loops = [], [], set(), [], []
     for arg in paths:
-        r, fs, is_named = _candidates(arg)
+        r, fs, is_named, lp = _candidates(arg)
+        loops.extend(lp)
         roots.append(r)
         files.extend(fs)
         if not is_named and not (any(ch in arg for ch in "*?[") and not os.path.lexists(arg)):
@@ -381,6 +453,12 @@ def discover(paths: list[str], forced_format: str = "auto", follow_symlinks: boo
     descended: list[str] = []  # the real folders walked through links to them (--follow-symlinks, or inside)
     by_real: set[tuple[str, str]] = set()
     told: set[str] = set()
+    for link in loops:
+        lrel = shown_rel(link.relative_to(root).as_posix() if link.is_relative_to(root) else link.as_posix())
+        if lrel not in told:
+            told.add(lrel)
+            disc.ignored.append(lrel)
+            disc.ignored_data.append({"path": lrel, "reason": _twice_reason(link)})
     for f in files:
         if f in seen:
             continue

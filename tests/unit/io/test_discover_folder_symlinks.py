@@ -77,3 +77,16 @@ def test_a_link_inside_the_root_to_a_hidden_folder_is_read(tmp_path):
     os.symlink(".store", d / "train")
     disc = discover([str(d)])
     assert [s.rel for s in disc.shards] == ["train/x.parquet"] and disc.ignored_data == []
+
+
+def test_a_glob_over_two_loops_ends(tmp_path):
+    # glob.glob follows each loop at every `**` until the path is too long: two loops, 2**40 paths
+    d = tmp_path / "data"
+    for sub in ("a", "b"):
+        (d / sub).mkdir(parents=True)
+        os.symlink("..", d / sub / "up")
+    pl.DataFrame({"text": ["a"]}).write_parquet(d / "x.parquet")
+    disc = discover([str(d / "**" / "*.parquet")])
+    assert [s.rel for s in disc.shards] == ["x.parquet"]
+    assert {i["path"] for i in disc.ignored_data} == {"a/up", "b/up"}
+    assert all("(a loop)" in i["reason"] for i in disc.ignored_data)
