@@ -19,6 +19,7 @@ Files left out that look like data (a data extension, or an unlisted Arrow file)
 """
 from __future__ import annotations
 
+import fnmatch
 import glob as _glob
 import os
 from dataclasses import dataclass, field
@@ -75,8 +76,6 @@ class ShardRules(Protocol):
 
 
 def _is_temp(path: Path) -> bool:
-    import fnmatch
-
     return any(fnmatch.fnmatch(path.name, pat) for pat in TEMP_PATTERNS)
 
 
@@ -223,27 +222,95 @@ def _abs(p: Path) -> Path:
     return Path(os.path.abspath(p))
 
 
-def _candidates(arg: str) -> tuple[Path, list[Path], bool]:
-    """(root, files, named) for one PATH argument; ``named``: the argument is one file."""
+def _has_folder_link(top: str) -> bool:
+    for dirpath, dirnames, _ in os.walk(top or "."):
+        if any(os.path.islink(os.path.join(dirpath, d)) for d in dirnames):
+            return True
+    return False
+
+
+def _glob_safe(pattern: str) -> tuple[list[str], list[Path]]:
+    """(``glob.glob(pattern, recursive=True)``, the links to folders it met that lead to a folder
+    holding them). ``glob`` follows such a loop at every ``**`` until the path is too long (two loops:
+    2**40 paths, a hang); here a ``**`` never enters a link to a folder it is already in (the
+    pattern's other parts are matched as ``glob`` matches them). Where the pattern has no ``**`` or
+    its fixed folder holds no link to a folder, this is ``glob.glob`` itself."""
+    parts = pattern.split(os.sep)
+    base_parts = []
+    for part in parts:
+        if _glob.has_magic(part):
+            break
+        base_parts.append(part)
+    if "**" not in parts or "" in parts[1:] or not _has_folder_link(os.sep.join(base_parts)):
+        return _glob.glob(pattern, recursive=True), []
+    out: list[str] = []
+    loops: list[Path] = []
+
+    def names(folder: str, seg: str) -> list[str]:
+        try:
+            got = sorted(os.listdir(folder or "."))
+        except OSError:
+            return []
+        return [n for n in got if not n.startswith(".") or seg.startswith(".")]
+
+    def expand(path: str, i: int, chain: frozenset[str]) -> None:
+        if i == len(parts):
+            out.append(path)
+            return
+        seg = parts[i]
+        if i == 0 and seg == "":  # an absolute pattern
+            expand(os.sep, 1, chain)
+            return
+        if seg == "**":
+            expand(path, i + 1, chain)
+            for n in names(path, ""):
+                full = os.path.join(path, n) if path else n
+                if not os.path.isdir(full):
+                    if i == len(parts) - 1:
+                        out.append(full)
+                    continue
+                real = os.path.realpath(full)
+                if real in chain:  # a link back to a folder the path is in
+                    loops.append(Path(full))
+                    continue
+                expand(full, i, chain | {real})
+            return
+        if _glob.has_magic(seg):
+            cands = [n for n in names(path, seg) if fnmatch.fnmatch(n, seg)]
+        else:
+            cands = [seg]
+        for n in cands:
+            full = os.path.join(path, n) if path else n
+            if i == len(parts) - 1:
+                if os.path.lexists(full):
+                    out.append(full)
+            elif os.path.isdir(full):
+                expand(full, i + 1, chain | {os.path.realpath(full)})
+
+    start = os.sep if parts[0] == "" else ""
+    expand(start, 1 if start else 0, frozenset({os.path.realpath(start or ".")}))
+    return out, loops
+
+
+def _candidates(arg: str) -> tuple[Path, list[Path], bool, list[Path]]:
+    """(root, files, named, loops) for one PATH argument; ``named``: the argument is one file;
+    ``loops``: the links to folders a glob's ``**`` did not follow (:func:`_glob_safe`)."""
     p = Path(arg)
     # a glob, unless the argument names an existing file or folder (train[1].parquet, run[2]/): a name
     if any(ch in arg for ch in "*?[") and not os.path.lexists(arg):
-        files = sorted(Path(x) for x in _glob.glob(arg, recursive=True) if not Path(x).is_dir())
+        matched, loops = _glob_safe(arg)
+        files = sorted(Path(x) for x in matched if not Path(x).is_dir())
         base = arg
         for i, ch in enumerate(arg):
             if ch in "*?[":
                 base = arg[:i]
                 break
         root = Path(base) if base.endswith(os.sep) or base == "" else Path(base).parent
-        return _abs(root if str(root) else Path(".")), [_abs(f) for f in files], False
+        return _abs(root if str(root) else Path(".")), [_abs(f) for f in files], False, [_abs(x) for x in loops]
     if p.is_dir():
-        files = []
-        for dirpath, dirnames, filenames in os.walk(p):
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") or d.startswith(".~"))
-            files.extend(Path(dirpath) / f for f in sorted(filenames))
-        return _abs(p), [_abs(f) for f in files], False
+        return _abs(p), _folder_files(p), False, []
     if p.is_file():
-        return _abs(p).parent, [_abs(p)], True
+        return _abs(p).parent, [_abs(p)], True, []
     if p.exists():
         raise UsageError(f"{arg}: not a regular file or folder")
     link = dangling_link(p)  # `ls` lists it: "no such file" would contradict what the user sees
@@ -256,6 +323,40 @@ def _candidates(arg: str) -> tuple[Path, list[Path], bool]:
     raise UsageError(f"{arg}: no such file or folder; give a shard file, a folder of shards or a glob")
 
 
+def _folder_files(top: Path) -> list[Path]:
+    """Every file under folder ``top`` (absolute, ``os.walk`` order), hidden folders left out but
+    ``.~*`` ones; a link to a folder is listed as a file (:func:`_folder_links` decides on it)."""
+    files: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(top):
+        keep = []
+        for d in sorted(dirnames):
+            if d.startswith(".") and not d.startswith(".~"):
+                continue
+            if os.path.islink(os.path.join(dirpath, d)):
+                filenames.append(d)
+            else:
+                keep.append(d)
+        dirnames[:] = keep
+        files.extend(Path(dirpath) / f for f in sorted(filenames))
+    return [_abs(f) for f in files]
+
+
+def _under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def _link_component(f: Path, root: Path) -> Path | None:
+    """The first folder between ``root`` and ``f`` (not ``root`` itself) that is a symlink, or None."""
+    if not f.is_relative_to(root):
+        return None
+    here = root
+    for part in f.relative_to(root).parts[:-1]:
+        here = here / part
+        if os.path.islink(here):
+            return here
+    return None
+
+
 def _link_outside(f: Path, root_real: Path) -> str | None:
     """The real path of ``f`` when ``f`` is reached through a symlink and resolves outside
     ``root_real`` (the audited root, resolved); else None."""
@@ -265,6 +366,32 @@ def _link_outside(f: Path, root_real: Path) -> str | None:
     return str(real)
 
 
+def _twice_reason(link: Path) -> str:
+    target = os.path.realpath(link)
+    loop = _under(os.path.realpath(link.parent), target)
+    return (f"a symlink to the folder {target}, " + ("which holds it (a loop)" if loop else "whose files are audited "
+            "already under their own path") + ": not read through the link, so no shard is audited twice")
+
+
+def _folder_link(link: Path, trees: list[str], descended: list[str], root_real: Path,
+                 follow_symlinks: bool) -> str | None:
+    """Why the files under ``link`` (a symlink to a folder, found in a folder PATH) are not read;
+    None: they are (a folder inside the root that no PATH walk reaches, or, with
+    ``follow_symlinks``, any folder not read already)."""
+    target = os.path.realpath(link)
+    for t in trees:
+        if _under(target, t) and not any(part.startswith(".") and not part.startswith(".~")
+                                         for part in Path(target).relative_to(t).parts):
+            return _twice_reason(link)
+    if any(_under(target, d) for d in descended):
+        return _twice_reason(link)
+    if not follow_symlinks and not _under(target, str(root_real)):
+        return (f"a symlink to the folder {target}, outside the audited root: not followed, no file under it was read "
+                "(`datacheck audit --follow-symlinks` reads them, e.g. for shards on another mount; other verbs: give "
+                "the link's target)")
+    return None
+
+
 def discover(paths: list[str], forced_format: str = "auto", follow_symlinks: bool = False, *,
              rules: ShardRules) -> Discovery:
     """Resolve PATH arguments into shards under one root.
@@ -272,7 +399,10 @@ def discover(paths: list[str], forced_format: str = "auto", follow_symlinks: boo
     Symlinks: a file found in a folder or by a glob that is, or lies under, a
     symlink resolving outside the audited root is not read (its content could be any file of the
     machine, shown in the report); it is listed in ``ignored_data`` with the reason. A file named as a
-    PATH itself is always read. ``follow_symlinks=True`` (``--follow-symlinks``) reads such links too,
+    PATH itself is always read. A link to a folder found in a folder is listed in ``ignored_data``
+    (never silently skipped) when it leads outside the root (read with ``follow_symlinks``), to a
+    folder already searched (inside the root, a loop), or nowhere (broken); a file a glob reaches both
+    directly and through a link to a folder is read once, by its own path. ``follow_symlinks=True`` (``--follow-symlinks``) reads such links too,
     e.g. a Hugging Face hub cache snapshot, whose files link into the ``blobs/`` folder next to it.
 
     The root is the common folder of all arguments; shard paths in the report are relative to it.
@@ -291,11 +421,14 @@ def discover(paths: list[str], forced_format: str = "auto", follow_symlinks: boo
             raise UsageError(f"{urls[0]} is a URL but {next(p for p in paths if not is_url(p))} is a local path: audit "
                              "local files and object-store URLs in separate runs")
         return _discover_urls([str(u) for u in urls], forced_format, rules)
-    roots, files, named = [], [], set()
+    roots, files, named, trees, loops = [], [], set(), [], []
     for arg in paths:
-        r, fs, is_named = _candidates(arg)
+        r, fs, is_named, lp = _candidates(arg)
+        loops.extend(lp)
         roots.append(r)
         files.extend(fs)
+        if not is_named and not (any(ch in arg for ch in "*?[") and not os.path.lexists(arg)):
+            trees.append(os.path.realpath(arg))  # a folder: walked without its links to folders
         if is_named:
             named.update(fs)
     root = Path(os.path.commonpath([str(r) for r in roots]))
@@ -303,14 +436,65 @@ def discover(paths: list[str], forced_format: str = "auto", follow_symlinks: boo
     disc = Discovery(root=root)
     hf_lists: dict[Path, set[str] | None] = {}
     seen = set()
+    real_parents: dict[Path, str] = {}
+
+    def real_parent(f: Path) -> str:
+        if f.parent not in real_parents:
+            real_parents[f.parent] = os.path.realpath(f.parent)
+        return real_parents[f.parent]
+
+    def via_link(f: Path) -> bool:  # reached through a link to a folder below the root
+        if not f.is_relative_to(root):
+            return False
+        return real_parent(f) != os.path.join(root_real, *f.parent.relative_to(root).parts)
+
+    # a file reached both through a link to a folder and by its own path is read once, by its own path
+    files.sort(key=via_link)  # stable: the order of each kind is kept
+    descended: list[str] = []  # the real folders walked through links to them (--follow-symlinks, or inside)
+    by_real: set[tuple[str, str]] = set()
+    told: set[str] = set()
+    for link in loops:
+        lrel = shown_rel(link.relative_to(root).as_posix() if link.is_relative_to(root) else link.as_posix())
+        if lrel not in told:
+            told.add(lrel)
+            disc.ignored.append(lrel)
+            disc.ignored_data.append({"path": lrel, "reason": _twice_reason(link)})
     for f in files:
         if f in seen:
             continue
         seen.add(f)
         rel = shown_rel(f.relative_to(root).as_posix() if f.is_relative_to(root) else f.as_posix())
         lname = f.name.lower()
+        if f not in named and os.path.islink(f) and os.path.isdir(f):  # a link to a folder
+            why = _folder_link(f, trees, descended, root_real, follow_symlinks)
+            if why is not None:
+                disc.ignored.append(rel)
+                disc.ignored_data.append({"path": rel, "reason": why})
+                continue
+            descended.append(os.path.realpath(f))
+            files.extend(_folder_files(f))  # read below, in this loop
+            continue
+        key = (real_parent(f), f.name)
+        if key in by_real and f not in named:  # the same file again, through a link to a folder
+            link = _link_component(f, root)
+            if link is not None:
+                lrel = shown_rel(link.relative_to(root).as_posix())
+                if lrel not in told:
+                    told.add(lrel)
+                    disc.ignored.append(lrel)
+                    disc.ignored_data.append({"path": lrel, "reason": _twice_reason(link)})
+            continue
+        by_real.add(key)
         if _is_temp(f):
             disc.temp_files.append(rel)
+            continue
+        broken = f not in named and dangling_link(f)
+        if broken and rules.format_of(f, forced_format) is None and not (
+                lname in _METADATA_NAMES or f.name.startswith(".") or lname.endswith(NEVER_SHARD_SUFFIXES)):
+            # a folder of shards not mounted, as much as a file: named, never silent
+            disc.ignored.append(rel)
+            disc.ignored_data.append({"path": rel, "reason": (
+                f"{broken}; nothing was read through it (a folder of shards not mounted, a shard not downloaded?)")})
             continue
         kind = special_kind(f)
         if kind is not None:  # never opened: a FIFO blocks the open, a device never ends
