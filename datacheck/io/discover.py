@@ -325,7 +325,7 @@ def _candidates(arg: str) -> tuple[Path, list[Path], bool, list[Path]]:
 
 def _folder_files(top: Path) -> list[Path]:
     """Every file under folder ``top`` (absolute, ``os.walk`` order), hidden folders left out but
-    ``.~*`` ones; a link to a folder is listed as a file (:func:`_folder_links` decides on it)."""
+    ``.~*`` ones; a link to a folder is listed as a file (:func:`_folder_link` decides on it)."""
     files: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(top):
         keep = []
