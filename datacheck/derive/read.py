@@ -365,13 +365,18 @@ def _resolve(cfg: Config, schema: dict[str, pl.DataType]) -> Roles:
 
 
 def count_rows(path: Path | str, fmt: str, cfg: Config) -> int | None:
-    """Rows of one shard (parquet: from the footer; others: parsed), read through
-    :func:`open_for_checks` with no derivation (a derived column never changes the rows). None when
-    unreadable. ``path`` may be the URL of an object in a store."""
+    """Rows of one shard, read through :func:`open_for_checks` with no derivation (a derived column
+    never changes the rows), as little as the format allows: the count its reader knows once opened
+    (``ShardData.stream.size``: parquet's footer, the first pass of JSONL, CSV and text, the record
+    batches of an Arrow file, the engine's numbering of rows is the same), else every row read. None
+    when unreadable. ``path`` may be the URL of an object in a store."""
     try:
         url = str(path) if is_url(str(path)) else None
         data = open_for_checks(DiscoveredShard(path=Path(path), rel=Path(path).name, format=fmt, url=url), cfg,
                                derive=frozenset())
+        known = data.stream.size([])[0] if data.stream is not None else None
+        if known is not None:
+            return int(known)
         return int(data.lf.select(pl.len()).collect().item())
     except (Unreadable, *ENGINE_ERRORS):  # an unreadable shard has no row count (the audit reports it)
         return None

@@ -323,6 +323,38 @@ def decode_results(data: bytes) -> tuple[list[Any], dict[str, Any]]:
     return results, header.get("meta", {})
 
 
+def _header_rows(data: bytes, key: str, content_hash: str) -> tuple[int | None] | None:
+    """``(rows,)`` of the one result a ``.dcr`` entry of ``key`` holds for bytes of ``content_hash``,
+    from its header alone (the blobs not decoded), or None when the entry does not check out as
+    :func:`decode_results` checks it (magic, length, digest over every byte, header JSON, layout) or
+    is not of that key and content hash, or its rows are no count."""
+    if len(data) < len(_MAGIC) + 8 + _DIGEST_LEN or not data.startswith(_MAGIC):
+        return None
+    body, digest = data[:-_DIGEST_LEN], data[-_DIGEST_LEN:]
+    if xxhash.xxh3_128_digest(body) != digest:
+        return None
+    (hlen,) = struct.unpack_from("<Q", body, len(_MAGIC))
+    start = len(_MAGIC) + 8
+    if start + hlen > len(body):
+        return None
+    try:
+        header = safejson.loads(bytes(body[start:start + hlen]))
+    except ValueError:
+        return None
+    if not isinstance(header, dict) or header.get("layout") != ENTRY_LAYOUT:
+        return None
+    meta, results = header.get("meta"), header.get("results")
+    if not isinstance(meta, dict) or meta.get("key") != key or not isinstance(results, list) or len(results) != 1:
+        return None
+    one = results[0]
+    if not isinstance(one, dict) or one.get("content_hash") != content_hash:
+        return None
+    rows = one.get("rows")
+    if rows is not None and (type(rows) is not int or rows < 0):
+        return None
+    return (rows,)
+
+
 # --------------------------------------------------------------------------- keys
 
 
@@ -432,13 +464,19 @@ class ShardCache:
             part's, recorded in its sidecar: ``datacheck merge --cache-dir`` stores the parts' results
             under the keys their audits use); None (default): ``cache_salt(cfg)``.
 
+        read_only: only look entries up (:meth:`recorded_rows`): the folder is neither created nor
+            probed for writing (``datacheck index verify`` reads the audit's cache, never writes it).
+
     Raises:
-        UsageError: ``root`` cannot be created or is read-only (checked here, before any shard is read).
+        UsageError: ``root`` cannot be created or is read-only (checked here, before any shard is read;
+            not with ``read_only``).
     """
 
-    def __init__(self, root: str | Path, cfg: Config | None, *, trust_mtime: bool = False, salt: str | None = None):
+    def __init__(self, root: str | Path, cfg: Config | None, *, trust_mtime: bool = False, salt: str | None = None,
+                 read_only: bool = False):
         self.root = Path(root)
-        _check_writable(self.root)
+        if not read_only:
+            _check_writable(self.root)
         if salt is None:
             if cfg is None:
                 raise InternalError("ShardCache needs a config or the salt of the audit whose keys it uses")
@@ -700,6 +738,26 @@ class ShardCache:
         finally:
             if fd >= 0:
                 os.close(fd)
+
+    def recorded_rows(self, rel: str, fmt: str, content_hash: str, context: str | None = None) -> tuple[bool, int | None]:
+        """(found, rows): the row count the cached result of the shard at ``rel`` with ``content_hash``
+        records (:attr:`ShardResult.rows <datacheck.model.results.ShardResult.rows>`: an int, or None for
+        a shard its audit found unreadable), looked up under the keys an audit of one shard and of
+        several shards use (:meth:`key`'s ``cross_shard``), without decoding the entry's payloads: its
+        digest is checked over every byte (:func:`decode_results`' rule: a truncated, bit-flipped or
+        garbled entry, or one of another key or shard, is not found, never trusted) and only its header
+        JSON is parsed. (False, None) on a miss. Nothing is counted, written or removed but what stands
+        at an entry's place without being a regular file (:meth:`_read_entry`)."""
+        for cross in (True, False):
+            key = self.key(rel, fmt, content_hash, cross_shard=cross, context=context)
+            try:
+                data = self._read_entry(self.entry_path(key))
+            except OSError:
+                continue
+            got = _header_rows(data, key, content_hash)
+            if got is not None:
+                return True, got[0]
+        return False, None
 
     def get(self, key: str, rel: str) -> Any | None:
         """The cached :class:`ShardResult` for ``key`` (its path set to ``rel``), or None on a miss.

@@ -39,7 +39,9 @@ file's state after the audit (and after its bytes were hashed for the record) eq
 before, and every file was last modified at least :data:`SETTLE_NS` before the audit started (a
 write within the same clock tick as the first look would leave the times unchanged: git's "racy
 clean" rule). Records are written to a temporary file and renamed; one that does not check out
-(magic, lengths, digest, JSON) is a miss, never trusted.
+(magic, lengths, digest, JSON) is a miss, never trusted. The code fingerprint remembered beside them
+(``memo/code/``, :func:`remember_tree_fingerprint`) carries its own digest the same way: one that does not
+check out is ignored and the fingerprint computed from the files.
 """
 from __future__ import annotations
 
@@ -69,6 +71,9 @@ __all__ = ["MEMO_LAYOUT", "SETTLE_NS", "MAX_EXTERNAL_FILES", "Snapshot", "Hit", 
 MEMO_LAYOUT = 1
 _MAGIC = b"DCM1\n"
 _DIGEST_LEN = 16
+#: Magic of a remembered code fingerprint (:func:`remember_tree_fingerprint`): ``DCF1\n``, the 32 hex
+#: digits, the xxh3-128 digest (16 bytes) of the magic, the entry's name and the digits.
+_CODE_MAGIC = b"DCF1\n"
 #: A file modified less than this many ns before it was stat-ed is not trusted by its state: 2 s, the
 #: coarsest modification-time step of common file systems (FAT; ext4 and XFS keep ns, NFS servers
 #: may round to 1 s).
@@ -167,14 +172,18 @@ def tree_fingerprint(root: str, memo_dir: str | None = None) -> str:
     modification and status-change times in ns) is taken while those are all unchanged: a stat a file
     instead of reading it (datacheck's own tree, about 200 files and 3.3 MB: 2.3 ms read and hashed,
     about 0.6 ms looked up on the 2-core development machine; once per cached rerun). Any write to a
-    file changes its status-change time. An entry that is missing, unreadable or no 32-digit hex
-    value is ignored (the files are read). Nothing is written."""
+    file changes its status-change time. An entry is trusted only when it checks out as a memo
+    record does (:func:`_code_entry_value`: its magic, length, 32 hex digits and the xxh3-128 digest
+    over them and the entry's own name); one that is missing, unreadable, truncated, bit-flipped,
+    of an earlier layout (bare digits) or copied from another entry's name is ignored (the files are
+    read). Nothing is written."""
     files = _tree_files(root, memo_dir is not None)
     files.sort(key=lambda f: f[0])
     if memo_dir is not None:
-        got = _read_regular(Path(memo_dir) / _states_key(root, files))
-        if got is not None and len(got) == 32 and all(c in b"0123456789abcdef" for c in got):
-            return got.decode("ascii")
+        name = _states_key(root, files)
+        got = _code_entry_value(_read_regular(Path(memo_dir) / name), name)
+        if got is not None:
+            return got
     h = xxhash.xxh3_128()
     for parts, full, _ in files:
         h.update("/".join(parts).encode() + b"\0")
@@ -192,8 +201,9 @@ def remember_tree_fingerprint(root: str, memo_dir: str, fingerprint: str) -> boo
     """Write ``fingerprint`` (:func:`tree_fingerprint` of ``root``, computed by the caller) to
     ``memo_dir`` (which must exist, a folder) under :func:`_states_key`, unless a file of the tree was
     changed less than :data:`SETTLE_NS` ago (a write within the same clock tick leaves the times
-    unchanged: git's "racy clean" rule). Written to a temporary file and renamed; True when written,
-    False when not settled or not written (an OSError is not raised)."""
+    unchanged: git's "racy clean" rule). Written as :func:`_code_entry` (the value with its digest) to a
+    temporary file and renamed; True when written, False when not settled or not written (an OSError is
+    not raised)."""
     try:
         files = _tree_files(root, True)
     except OSError:
@@ -202,11 +212,36 @@ def remember_tree_fingerprint(root: str, memo_dir: str, fingerprint: str) -> boo
     if not all(max(state[3], state[4]) <= settled for _, _, state in files):
         return False
     files.sort(key=lambda f: f[0])
-    try:
-        replace_file(os.path.join(memo_dir, _states_key(root, files)), fingerprint.encode("ascii"), durable=False)
+    name = _states_key(root, files)
+    try:  # no fsync: a torn entry fails its digest and is only a miss
+        replace_file(os.path.join(memo_dir, name), _code_entry(name, fingerprint), durable=False)
     except OSError:
         return False
     return True
+
+
+def _code_entry(name: str, fingerprint: str) -> bytes:
+    """The bytes of a remembered code fingerprint stored under ``name`` (:func:`_states_key`):
+    :data:`_CODE_MAGIC`, the fingerprint (32 hex digits, ASCII), then the xxh3-128 digest (16 bytes) of
+    the magic, ``name`` and the digits; 53 bytes. The name is in the digest so that an entry copied or
+    restored under another entry's name does not check out (as a memo record holds its own key)."""
+    body = _CODE_MAGIC + fingerprint.encode("ascii")
+    return body + xxhash.xxh3_128_digest(_CODE_MAGIC + name.encode("ascii") + b"\0" + body[len(_CODE_MAGIC):])
+
+
+def _code_entry_value(data: bytes | None, name: str) -> str | None:
+    """The fingerprint a remembered entry (:func:`_code_entry`) under ``name`` holds, or None when it
+    does not check out: absent, of another length (truncated, padded, the bare digits an earlier
+    datacheck wrote), another magic, a digest that does not match (a bit flipped, digits edited, an
+    entry of another name) or not 32 lowercase hex digits. Never trusted in part."""
+    if data is None or len(data) != len(_CODE_MAGIC) + 32 + _DIGEST_LEN or not data.startswith(_CODE_MAGIC):
+        return None
+    digits = data[len(_CODE_MAGIC):len(_CODE_MAGIC) + 32]
+    if not all(c in b"0123456789abcdef" for c in digits):
+        return None
+    if data != _code_entry(name, digits.decode("ascii")):
+        return None
+    return digits.decode("ascii")
 
 
 @functools.lru_cache(maxsize=1)

@@ -27,7 +27,7 @@ RESULT_KEYS = {
     "datacheck.inspect": {"shards", "tokenizer", "export"},
     "datacheck.clean": {"bad_records", "bad_records_quarantined", "drop", "index", "index_hash", "input_rows", "kept",
                         "left_in_place", "metadata", "notes", "out", "quarantine", "quarantined", "shards"},
-    "datacheck.index.verify": {"index", "passed", "config_path", "rows_not_compared", "findings"},
+    "datacheck.index.verify": {"index", "passed", "config_path", "rows_not_compared", "rows_from", "findings"},
     "datacheck.plan": {"config", "plan", "ledger", "step"},
     "datacheck.trace": {"convention", "curves", "data", "events", "findings", "first_bad", "logs", "not_run", "notes",
                         "passed", "streams", "verdict"},

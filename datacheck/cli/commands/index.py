@@ -4,10 +4,12 @@ the committed data index (format in :mod:`datacheck.io.dataindex`).
 ``build`` hashes every shard (xxh3-128 of its bytes), counts its rows and writes the versioned
 index atomically with sorted keys. ``verify`` hashes the shards on disk and compares them with the
 index: ``index.missing_shard``, ``index.extra_shard``, ``index.changed_shard``,
-``index.row_count_mismatch`` (the recorded rows of every parquet shard, read from its footer, and of
-every shard whose bytes changed; another format's shard with unchanged bytes is not counted, as that
-parses every row: the text output names them on a ``note:`` line, the JSON output in
-``rows_not_compared``; ``datacheck audit`` with ``[dataset] index`` compares them all). The findings go through the
+``index.row_count_mismatch`` (the recorded rows of every listed shard, of every format, as ``datacheck
+audit`` with ``[dataset] index`` compares them: a parquet shard's from its footer, another format's from
+the audit's result cache (``--cache-dir``, only read) when it holds the shard's result, else read; the
+text output says how many came from where on a ``rows:`` line, the JSON output per shard in
+``rows_from``; a shard whose rows cannot be counted, an unreadable one, is named on a ``note:`` line and
+in ``rows_not_compared``). The findings go through the
 audit's policy (:func:`datacheck.report.policy.apply_policy`: ``[policy]`` severities, thresholds and
 ``--fail-on``), so each finding's ``fails_policy`` agrees with the exit code: 1 when a finding fails
 the policy, 0 when none does, 2 for a bad index or config.
@@ -20,7 +22,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from datacheck.cli.defaults import config_help
+from datacheck.cli.defaults import config_help, default_cache_dir
 from datacheck.cli.envelope import write_envelope
 from datacheck.cli.progress import activity
 from datacheck.execute.setup import config_and_source
@@ -28,7 +30,7 @@ from datacheck.model.config import describe_config
 from datacheck.model.constants import EXIT_OK, EXIT_POLICY_FAILED
 from datacheck.model.errors import UsageError
 from datacheck.render.text import terminal_lines
-from datacheck.tools.index import build, verify
+from datacheck.tools.index import ROW_SOURCES, build, verify
 
 __all__ = ["add_parser", "run"]
 
@@ -49,6 +51,11 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     v.add_argument("--format", choices=["text", "json"], default="text", help="what to print (default text)")
     v.add_argument("--fail-on", choices=["error", "warn", "never"], default="error",
                    help="lowest severity that fails (default error)")
+    v.add_argument("--cache-dir", default=None, metavar="DIR",
+                   help="the audit's result cache, only read: the rows of a non-parquet shard it holds the result of "
+                        "are taken from it instead of reading the shard (default .datacheck/cache, or "
+                        "$DATACHECK_DIR/cache)")
+    v.add_argument("--no-cache", action="store_true", help="read every non-parquet shard's rows, never the cache")
     v.add_argument("--no-progress", action="store_true",
                    help="never show the progress bar (drawn on stderr when stderr is a terminal)")
     return a
@@ -66,20 +73,28 @@ def run(args: argparse.Namespace) -> int:
               f"{sum(s['rows'] or 0 for s in doc['shards'])} rows, index hash {doc['index_hash']}")
         return EXIT_OK
     uncounted: list[str] = []
+    rows_from: dict[str, str] = {}
+    cache_dir = None if args.no_cache else (args.cache_dir or default_cache_dir())
     with activity("verifying", no_progress=args.no_progress) as tick:
         findings = verify(args.paths, args.index, cfg, fail_on=args.fail_on, progress=tick,
-                          rows_not_compared=uncounted)
+                          rows_not_compared=uncounted, cache_dir=cache_dir, rows_from=rows_from)
     fail = any(f.fails_policy for f in findings)
     if args.format == "json":
         write_envelope("datacheck.index.verify", {"index": args.index, "passed": not fail, "config_path": source,
-                                                  "rows_not_compared": uncounted,
+                                                  "rows_not_compared": uncounted, "rows_from": dict(sorted(rows_from.items())),
                                                   "findings": [f.to_dict(dataset_level=True) for f in findings]})
     else:
         what = "paths, bytes and content hashes" if uncounted else "paths, bytes, content hashes and row counts"
         lines = [describe_config(source)] + ([f"ok: the shards match {args.index} ({what})"] if not findings else [])
+        if rows_from:
+            said = {"footer": "from parquet footers", "cache": f"from the audit's result cache ({cache_dir})",
+                    "read": "read from the shards"}
+            counts = [f"{sum(1 for v in rows_from.values() if v == how)} {said[how]}" for how in ROW_SOURCES
+                      if how in rows_from.values()]
+            lines.append(f"rows: {len(rows_from)} shard(s) counted: {', '.join(counts)}")
         if uncounted:
-            lines.append(f"note: the row counts of {len(uncounted)} unchanged shard(s) were not compared (counting "
-                         f"them parses every row; `datacheck audit` with [dataset] index compares them): "
+            lines.append(f"note: the row counts of {len(uncounted)} shard(s) were not compared (unreadable: "
+                         f"`datacheck audit` names why): "
                          f"{', '.join(uncounted[:10])}{' ...' if len(uncounted) > 10 else ''}")
         lines += [f"{f.severity.upper():5}{'!' if f.fails_policy else ' '} {f.check}: {f.message}" for f in findings]
         sys.stdout.write(terminal_lines(lines))  # shard names from the data: escaped, one line each

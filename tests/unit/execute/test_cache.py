@@ -21,6 +21,7 @@ from gatehelp import cli, normalized, write_dataset
 import datacheck.engine.shard as runner
 import datacheck.execute.audit as api
 import datacheck.formats.registry as readers
+from datacheck.execute import rerun
 from datacheck.execute.cache import CacheWarning, CorruptEntry, ShardCache, decode_results, encode_results
 from datacheck.execute.rerun import code_memo_dir
 from datacheck.formats.discovery import discover
@@ -352,8 +353,8 @@ def test_concurrent_audits_share_one_cache(tmp_path):
     for p in moved:  # (ShardCache.get_moved: a renamed shard's bytes answered from the cache)
         assert p.suffix == ".json" and isinstance(json.loads(p.read_text()), dict)  # each complete
     code = [p for p in cache.rglob("*") if p.is_file() and p.parent == Path(code_memo_dir(cache))]
-    for p in code:  # the remembered code fingerprint (rerun.remember_tree_fingerprint): 32 hex digits, whole
-        assert re.fullmatch(r"[0-9a-f]{32}", p.name) and re.fullmatch(r"[0-9a-f]{32}", p.read_text())
+    for p in code:  # the remembered code fingerprint (rerun.remember_tree_fingerprint): whole, its digest checks out
+        assert re.fullmatch(r"[0-9a-f]{32}", p.name) and rerun._code_entry_value(p.read_bytes(), p.name) is not None
     assert not [p for p in cache.rglob("*") if p.is_file() and p.suffix != ".dcr" and p not in ids
                 and p not in memos and p not in moved and p not in code]  # no temp file
     assert normalized(_audit(d, cache).to_json()) == expected

@@ -374,9 +374,9 @@ def test_tree_fingerprint_remembered_while_no_file_changes(tmp_path):
     assert list(memo_dir.iterdir()) == []  # a lookup writes nothing
     assert memo.remember_tree_fingerprint(str(pkg), str(memo_dir), want)
     (entry,) = list(memo_dir.iterdir())
-    assert entry.read_text() == want
-    entry.write_text("0" * 32)  # what a lookup returns while the states hold
-    assert memo.tree_fingerprint(str(pkg), memo_dir=str(memo_dir)) == "0" * 32
+    assert want.encode() in entry.read_bytes()
+    assert memo.remember_tree_fingerprint(str(pkg), str(memo_dir), "0" * 32)  # planted, with its digest
+    assert memo.tree_fingerprint(str(pkg), memo_dir=str(memo_dir)) == "0" * 32  # what a lookup returns
     (pkg / "a.py").write_text("x = 2\n")  # same size: the status-change time changes
     changed = xxhash.xxh3_128(b"a.py\0x = 2\n\0sub/s.yaml\0k: 1\n\0").hexdigest()
     assert memo.tree_fingerprint(str(pkg), memo_dir=str(memo_dir)) == changed == memo.tree_fingerprint(str(pkg))
@@ -392,6 +392,64 @@ def test_a_memo_entry_that_is_no_fingerprint_is_not_trusted(tmp_path, content):
     (entry,) = [p for p in tmp_path.iterdir() if p.is_file()]
     entry.write_bytes(content)
     assert memo.tree_fingerprint(str(pkg), memo_dir=str(tmp_path)) == want
+
+
+def _remembered(tmp_path: Path, value: str) -> tuple[Path, Path, str]:
+    """(the tree, its remembered entry holding ``value``, the tree's real fingerprint)."""
+    pkg = _settled_tree(tmp_path)
+    want = xxhash.xxh3_128(b"a.py\0x = 1\n\0sub/s.yaml\0k: 1\n\0").hexdigest()
+    code = tmp_path / "code"
+    code.mkdir()
+    assert memo.remember_tree_fingerprint(str(pkg), str(code), value)
+    (entry,) = list(code.iterdir())
+    return pkg, entry, want
+
+
+@pytest.mark.slow
+def test_a_truncated_code_fingerprint_entry_is_recomputed(tmp_path):
+    """An entry cut short anywhere (a torn write, a full disk) is never trusted: the fingerprint is
+    computed from the files. The remembered value is a stale one here, so trusting any part of it would show."""
+    stale = "0123456789abcdef" * 2
+    pkg, entry, want = _remembered(tmp_path, stale)
+    assert memo.tree_fingerprint(str(pkg), memo_dir=str(entry.parent)) == stale  # whole: taken as remembered
+    good = entry.read_bytes()
+    for cut in range(1, len(good) + 1):
+        entry.write_bytes(good[:-cut])
+        assert memo.tree_fingerprint(str(pkg), memo_dir=str(entry.parent)) == want, cut
+
+
+@pytest.mark.slow
+def test_a_bit_flipped_code_fingerprint_entry_is_recomputed(tmp_path):
+    """Every single bit flipped anywhere in a remembered entry (its digits too: ``0`` and ``1`` differ by
+    one bit, both hex) makes it untrusted: the fingerprint read from the files is returned."""
+    pkg, entry, want = _remembered(tmp_path, "0" * 32)
+    good = entry.read_bytes()
+    for i in range(len(good)):
+        for bit in range(8):
+            flipped = bytearray(good)
+            flipped[i] ^= 1 << bit
+            entry.write_bytes(bytes(flipped))
+            assert memo.tree_fingerprint(str(pkg), memo_dir=str(entry.parent)) == want, (i, bit)
+    entry.write_bytes(good)
+    assert memo.tree_fingerprint(str(pkg), memo_dir=str(entry.parent)) == "0" * 32
+
+
+@pytest.mark.slow
+def test_a_code_fingerprint_entry_under_another_name_or_of_an_earlier_layout_is_recomputed(tmp_path):
+    """An entry copied under another entry's name (restored from another tree's states) and the bare 32
+    digits an earlier datacheck wrote carry no digest of this name: neither is trusted."""
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "x.py").write_text("y = 1\n")
+    old = time.time() - 10 * memo.SETTLE_NS / 1e9
+    os.utime(other / "x.py", (old, old))
+    pkg, entry, want = _remembered(tmp_path, "0" * 32)  # its wait settles the other tree too
+    assert memo.remember_tree_fingerprint(str(other), str(entry.parent), "1" * 32)
+    (moved,) = [p for p in entry.parent.iterdir() if p != entry]
+    entry.write_bytes(moved.read_bytes())  # a valid entry of another name
+    assert memo.tree_fingerprint(str(pkg), memo_dir=str(entry.parent)) == want
+    entry.write_bytes(b"0" * 32)  # the earlier layout: bare digits
+    assert memo.tree_fingerprint(str(pkg), memo_dir=str(entry.parent)) == want
 
 
 def test_an_unwritable_memo_folder_only_costs_the_reading(tmp_path):
@@ -418,7 +476,7 @@ def test_a_record_remembers_the_code_fingerprint_for_the_next_lookup(tmp_path, m
         assert _record(cache, snap_of(root))
         (entry,) = list(Path(memo.code_memo_dir(cache)).iterdir())
         want = memo.tree_fingerprint(str(pkg))
-        assert entry.read_text() == want
+        assert want.encode() in entry.read_bytes()
         memo.code_fingerprint.cache_clear()
         read: list[str] = []
         real_open = os.open

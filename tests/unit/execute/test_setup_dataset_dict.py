@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from dshelp import by_check, hf_split, one, run
 
 import datacheck
@@ -84,3 +85,26 @@ def test_several_dataset_dicts_are_not_mixed(tmp_path):
     assert by_check(rep, "dup.split_overlap") == []
     reasons = [s["reason"] for s in rep.skipped if s["check"] == "dup.split_overlap"]
     assert any("2 DatasetDict folders" in r for r in reasons), reasons
+
+
+def test_the_splits_are_in_the_order_load_from_disk_gives(tmp_path):
+    """``datasets.load_from_disk`` gives a DatasetDict's splits in ``dataset_dict.json``'s order (not
+    sorted): the audit's [splits], its training split (the first listed when none is ``train``) and
+    the plan's other splits follow that order. Checked against the real ``datasets``."""
+    datasets = pytest.importorskip("datasets")
+    from datacheck.execute.plan import row_space
+
+    order = ["validation", "test", "extra"]  # sorted would be extra, test, validation
+    rows = {"validation": ["v0", SHARED], "test": [SHARED, "t1", "t2"], "extra": ["e0"]}
+    dd = datasets.DatasetDict({name: datasets.Dataset.from_dict({"text": rows[name]}) for name in order})
+    root = tmp_path / "dd"
+    dd.save_to_disk(str(root))
+    loaded = list(datasets.load_from_disk(str(root)).keys())
+    assert loaded == order == json.loads((root / "dataset_dict.json").read_text())["splits"]
+    cfg = datacheck.data_config(root)
+    assert list(cfg.splits) == loaded
+    f = one(run(root), "dup.split_overlap")
+    assert f.details["train_split"] == loaded[0] and f.details["split"] == "test"
+    plan_cfg = config_from_dict({"batch": {"batch_size": 1}})
+    space, _ = row_space([str(root)], plan_cfg, split="test")
+    assert list(space.other_splits) == [s for s in loaded if s != "test"]

@@ -157,27 +157,135 @@ def test_verify_ok_says_what_it_compared(ds, tmp_path):
     assert f"ok: the shards match {idx} (paths, bytes, content hashes and row counts)" in p.stdout
 
 
-def test_verify_names_the_unchanged_text_shards_whose_rows_it_did_not_count(tmp_path):
-    """verify counts a JSONL shard's rows only when its bytes changed (counting parses every row) and
-    names the others; the audit reads every shard and compares their rows."""
+def _write_shard(folder: Path, kind: str, texts: list[str]) -> tuple[str, int]:
+    """One shard of ``kind`` holding ``texts`` (one row each); (its name, the rows its reader gives:
+    computed here from what was written)."""
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+
+    folder.mkdir(parents=True, exist_ok=True)
+    if kind == "jsonl":
+        (folder / "a.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+        return "a.jsonl", len(texts)
+    if kind == "csv":
+        (folder / "a.csv").write_text("text,label\n" + "".join(f"{t},{k % 2}\n" for k, t in enumerate(texts)))
+        return "a.csv", len(texts)
+    if kind == "txt":  # datasets' text builder: a row per non-blank line
+        lines = [t if k % 3 else "" for k, t in enumerate(texts)] + texts
+        (folder / "a.txt").write_text("\n".join(lines) + "\n")
+        return "a.txt", sum(1 for x in lines if x.strip())
+    table = pa.table({"text": texts})
+    with pa.OSFile(str(folder / "a.arrow"), "wb") as f:
+        # an Arrow IPC file (footer), or the IPC stream datasets' save_to_disk writes, in two record batches
+        w = ipc.new_file(f, table.schema) if kind == "arrow-file" else ipc.new_stream(f, table.schema)
+        for b in table.to_batches(max_chunksize=max(1, len(texts) // 2)):
+            w.write_batch(b)
+        w.close()
+    return "a.arrow", table.num_rows
+
+
+FORMATS_READ = ["jsonl", "csv", "txt", "arrow-file", "arrow-stream"]
+
+
+def _verify_json(ds: Path, idx: Path, *extra: str) -> tuple[int, dict]:
+    p = run_cli("index", "verify", str(ds), "--index", str(idx), "--format", "json", *extra)
+    assert p.returncode in (0, 1), p.stdout + p.stderr
+    return p.returncode, json.loads(p.stdout)["result"]
+
+
+@pytest.mark.parametrize("kind", FORMATS_READ)
+def test_verify_counts_the_rows_of_unchanged_shards_of_every_format(tmp_path, kind):
+    """The rows an index records for a shard whose bytes are unchanged are compared for every format the
+    audit reads, not only parquet's: a wrong count is index.row_count_mismatch in verify as in the audit."""
     ds = tmp_path / "ds"
-    ds.mkdir()
-    lines = [json.dumps({"text": f"r{k}"}) for k in range(7)]
-    (ds / "a.jsonl").write_text("\n".join(lines) + "\n")
-    idx = ds / "index.json"
+    rel, rows = _write_shard(ds, kind, [f"row {k}" for k in range(9)])
+    idx = tmp_path / "index.json"
     doc = _build(ds, idx)
-    doc["shards"][0]["rows"] = len(lines) + 2
+    assert doc["shards"][0]["rows"] == rows
+    rc, res = _verify_json(ds, idx, "--no-cache")
+    assert rc == 0 and res["findings"] == [] and res["rows_not_compared"] == [] and res["rows_from"] == {rel: "read"}
+    doc["shards"][0]["rows"] = rows + 2
     idx.write_text(json.dumps(doc))
-    p = run_cli("index", "verify", str(ds), "--index", str(idx), "--format", "json")
-    assert p.returncode == 0, p.stdout + p.stderr
-    res = json.loads(p.stdout)["result"]
-    assert res["findings"] == [] and res["rows_not_compared"] == ["a.jsonl"]
-    p = run_cli("index", "verify", str(ds), "--index", str(idx))
-    assert f"ok: the shards match {idx} (paths, bytes and content hashes)" in p.stdout
-    assert "note: the row counts of 1 unchanged shard(s) were not compared" in p.stdout and "a.jsonl" in p.stdout
-    rep = run(ds, {"dataset": {"index": "index.json"}})
-    assert one(rep, "index.row_count_mismatch").details == {"index": str(idx), "expected": len(lines) + 2,
-                                                            "actual": len(lines)}
+    rc, res = _verify_json(ds, idx)  # the default flags
+    assert rc == 1 and res["rows_not_compared"] == []
+    (f,) = res["findings"]
+    assert (f["check"], f["shards"], f["count"]) == ("index.row_count_mismatch", [rel], 2)
+    assert f["details"] == {"index": str(idx), "expected": rows + 2, "actual": rows}
+    rep = run(ds, {"dataset": {"index": str(idx)}})  # the audit compares them alike
+    assert one(rep, "index.row_count_mismatch").details == {"index": str(idx), "expected": rows + 2, "actual": rows}
+    p = run_cli("index", "verify", str(ds), "--index", str(idx), "--no-cache")
+    assert p.returncode == 1 and f"{rel} holds {rows} rows but {idx} lists {rows + 2}" in p.stdout
+    assert "rows: 1 shard(s) counted: 1 read from the shards" in p.stdout
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "arrow-stream"])
+def test_verify_takes_the_rows_from_the_audit_result_cache(tmp_path, kind, monkeypatch):
+    """With the audit's result cache holding the shard's result, verify takes its rows from there and
+    reads no shard (the reader is made to fail); a damaged entry is never trusted: the shard is read."""
+    from datacheck.tools import index as index_tool
+
+    ds = tmp_path / "ds"
+    rel, rows = _write_shard(ds, kind, [f"row {k}" for k in range(7)])
+    rel2 = "b/" + _write_shard(tmp_path / "ds" / "b", kind, [f"other {k}" for k in range(3)])[0]
+    idx = tmp_path / "index.json"
+    doc = _build(ds, idx)
+    cache = tmp_path / "cache"
+    a = run_cli("audit", str(ds), "--cache-dir", str(cache), "--fail-on", "never")
+    assert a.returncode == 0, a.stderr
+    for e in doc["shards"]:
+        e["rows"] += 5 if e["path"] == rel else 0
+    idx.write_text(json.dumps(doc))
+    real = index_tool.count_rows
+    monkeypatch.setattr(index_tool, "count_rows", lambda *a, **k: pytest.fail("a shard was read"))
+    rc, res = _verify_json(ds, idx, "--cache-dir", str(cache))
+    assert rc == 1 and res["rows_from"] == {rel: "cache", rel2: "cache"}
+    (f,) = res["findings"]
+    assert f["details"] == {"index": str(idx), "expected": rows + 5, "actual": rows} and f["shards"] == [rel]
+    p = run_cli("index", "verify", str(ds), "--index", str(idx), "--cache-dir", str(cache))
+    assert f"rows: 2 shard(s) counted: 2 from the audit's result cache ({cache})" in p.stdout
+    entries = sorted(cache.rglob("*.dcr"))
+    assert len(entries) == 2
+    for e in entries:  # one truncated, one with a bit flipped: neither is trusted
+        data = bytearray(e.read_bytes())
+        if e == entries[0]:
+            e.write_bytes(bytes(data[:-7]))
+        else:
+            data[len(data) // 2] ^= 0x10
+            e.write_bytes(bytes(data))
+    read: list[str] = []
+    monkeypatch.setattr(index_tool, "count_rows", lambda src, *a: read.append(str(src)) or real(src, *a))
+    rc, res = _verify_json(ds, idx, "--cache-dir", str(cache))
+    assert rc == 1 and res["rows_from"] == {rel: "read", rel2: "read"} and len(read) == 2
+    assert [f["details"] for f in res["findings"]] == [{"index": str(idx), "expected": rows + 5, "actual": rows}]
+
+
+def test_verify_never_creates_or_writes_the_cache_folder(tmp_path):
+    ds = tmp_path / "ds"
+    _write_shard(ds, "jsonl", ["a", "b"])
+    idx = tmp_path / "index.json"
+    _build(ds, idx)
+    rc, res = _verify_json(ds, idx, "--cache-dir", str(tmp_path / "nocache"))
+    assert rc == 0 and res["rows_from"] == {"a.jsonl": "read"}
+    assert not (tmp_path / "nocache").exists()
+
+
+def test_verify_names_the_shards_whose_rows_it_cannot_count(tmp_path):
+    """An unreadable shard has no row count: the rows its entry records (an index written by hand or by
+    another tool) are not compared, and the shard is named (the audit says why)."""
+    ds = tmp_path / "ds"
+    _write_shard(ds, "jsonl", ["a", "b"])
+    (ds / "bad.arrow").write_bytes(b"ARROW1\0\0" + b"\xff" * 64)
+    idx = tmp_path / "index.json"
+    doc = _build(ds, idx)
+    (bad,) = [e for e in doc["shards"] if e["path"] == "bad.arrow"]
+    assert bad["rows"] is None  # build counts none
+    bad["rows"] = 5
+    idx.write_text(json.dumps(doc))
+    rc, res = _verify_json(ds, idx, "--no-cache")
+    assert rc == 0 and res["findings"] == []
+    assert res["rows_not_compared"] == ["bad.arrow"] and res["rows_from"] == {"a.jsonl": "read"}
+    p = run_cli("index", "verify", str(ds), "--index", str(idx), "--no-cache")
+    assert "note: the row counts of 1 shard(s) were not compared (unreadable" in p.stdout and "bad.arrow" in p.stdout
 
 
 # --------------------------------------------------------------------------------- bad input
