@@ -53,7 +53,7 @@ from datacheck.io.stores import filesystem
 from datacheck.model.config import Config
 from datacheck.model.roles import TAG_NAMES
 
-__all__ = ["declared_features", "with_declared_classes"]
+__all__ = ["declared_features", "source_schema", "with_declared_classes"]
 
 #: the candidate label column names, in order, when ``[columns] label`` is unset (the ``label`` role's
 #: inferred names, :data:`datacheck.model.roles.ROLE_TABLE`)
@@ -102,6 +102,22 @@ def _declared_features(shard: DiscoveredShard, info_cache: dict[Any, Any] | None
         return None  # ArrowNotImplementedError a NotImplementedError: a spoiled footer's 128-bit integer): the shard's own read reports it
 
 
+def source_schema(shard: DiscoveredShard) -> pa.Schema | None:
+    """The Arrow schema a parquet or Arrow shard's file declares (its field types and its schema
+    metadata: ``datasets``' ``huggingface`` features, a writer's own keys), read from the parquet
+    footer or the IPC schema message only, local or in an object store; None for another format or
+    when it cannot be read (the shard's own read reports that). ``inspect --export`` gives the exported
+    rows these types and metadata, so the export replays as the shard reads."""
+    try:
+        if shard.format == "parquet":
+            return _with_source(shard, pq.read_schema)
+        if shard.format == "arrow":
+            return _with_source(shard, _arrow_schema)
+    except (OSError, ValueError, pa.ArrowException):
+        return None
+    return None
+
+
 def _with_source(shard: DiscoveredShard, read: Any) -> Any:
     """``read(f)`` on the shard's bytes opened as a binary file: the local file, or the object of a
     shard in a store through its fsspec filesystem (:func:`datacheck.io.stores.filesystem`)."""
@@ -116,11 +132,17 @@ def _with_source(shard: DiscoveredShard, read: Any) -> Any:
 def _arrow_schema_metadata(f: Any) -> Any:
     """The schema metadata of an Arrow IPC file (or, that failing, an IPC stream: ``save_to_disk``'s
     form) read from the binary file ``f``: the schema message only, no record batch."""
+    return _arrow_schema(f).metadata
+
+
+def _arrow_schema(f: Any) -> pa.Schema:
+    """The schema of an Arrow IPC file (or, that failing, an IPC stream) read from the binary file
+    ``f``: the schema message only, no record batch."""
     try:
-        return pa.ipc.open_file(f).schema.metadata
+        return pa.ipc.open_file(f).schema
     except (OSError, ValueError, pa.ArrowException):
         f.seek(0)
-        return pa.ipc.open_stream(f).schema.metadata
+        return pa.ipc.open_stream(f).schema
 
 
 def _store_info_features(folder_url: str) -> Any:

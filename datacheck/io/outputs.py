@@ -554,10 +554,14 @@ def os_error_message(given: str, exc: BaseException) -> str | None:
     return None if os_exc is None else str(_usage_error(given, os_exc))
 
 
-def write_frame_atomic(df: pl.DataFrame, path: str | Path) -> Path:
+def write_frame_atomic(df: pl.DataFrame, path: str | Path,
+                       write_parquet: Callable[[BinaryIO], None] | None = None) -> Path:
     """Write ``df`` as parquet (``.parquet``/``.pq``) or JSONL (``.jsonl``/``.ndjson``) atomically,
     through :func:`write_atomic` (temporary file in the target's folder, fsync,
     rename; a link is written through to its target, a device or fifo is written in place).
+    ``write_parquet``: for a parquet file, the function that writes the same rows to the binary file
+    it is given, instead of ``df.write_parquet`` (e.g. ``pyarrow.parquet.write_table`` of the rows
+    with the field types and schema metadata of the shard they come from); unused for JSONL.
 
     Raises:
         UsageError: another extension, ``path`` is an existing folder, or it cannot be written.
@@ -566,5 +570,7 @@ def write_frame_atomic(df: pl.DataFrame, path: str | Path) -> Path:
     if not name.endswith((".parquet", ".pq", ".jsonl", ".ndjson")):
         raise UsageError(f"--export {path}: write .parquet or .jsonl (the format follows the extension)")
     if name.endswith((".parquet", ".pq")):
+        if write_parquet is not None:
+            return write_atomic(path, write_parquet)
         return write_atomic(path, lambda f: df.write_parquet(f))
     return write_atomic(path, lambda f: df.write_ndjson(f))
