@@ -158,6 +158,10 @@ class ShardInspection:
         not_applicable: the checks asked for (``--check``; all without it) that do not apply to the
             shard's layout or its form of it: not run, not skipped (IDs in the registry's order; the
             audit report's shard ``not_applicable`` is their count). The JSON's shard key of that name.
+        repeats: ``{check key: {copy row: the first row with its content}}`` for the copies a
+            duplicate check (``dup.exact_in_shard``) names in this shard, as far as the engine's
+            examples reach (every copy shown; with ``inspect_shards(export=True)`` up to
+            :data:`MAX_EXAMPLE_ROWS` copies): :func:`export_rows` exports each copy's first row too.
     """
 
     shard: DiscoveredShard
@@ -172,6 +176,7 @@ class ShardInspection:
     notes: list[str] = field(default_factory=list)
     layout: Layout | None = None
     not_applicable: list[str] = field(default_factory=list)
+    repeats: dict[str, dict[int, int]] = field(default_factory=dict)
 
     @property
     def has_failures(self) -> bool:
@@ -236,15 +241,18 @@ def _check_ids(checks: list[str] | None) -> set[str] | None:
 
 
 def _with_facts(cfg: Config, limit: int, tok: TokenizerView | None,
-                rows: list[int] | None = None) -> tuple[Config, list[str]]:
+                rows: list[int] | None = None, export: bool = False) -> tuple[Config, list[str]]:
     """The config inspect audits with: ``max_examples`` raised to ``limit`` (and, with ``rows``, to
     cover the highest chosen row, at most :data:`MAX_EXAMPLE_ROWS`: a row's rank among a check's
-    failing rows is at most its index), so the engine's examples hold every row shown; and
+    failing rows is at most its index; with ``export``, to :data:`MAX_EXAMPLE_ROWS`: the first rows
+    of the duplicates exported), so the engine's examples hold every row shown; and
     ``vocab_size`` taken from the tokenizer when unset."""
     notes = []
     want = max(cfg.report.max_examples, limit)
     if rows:
         want = max(want, min(max(rows) + 1, MAX_EXAMPLE_ROWS))
+    if export and rows is None:
+        want = MAX_EXAMPLE_ROWS
     report = cfg.report.model_copy(update={"max_examples": want})
     update: dict[str, Any] = {"report": report}
     if tok is not None and cfg.tokens.vocab_size is None:
@@ -304,6 +312,10 @@ def _inspect_one(ds: DiscoveredShard, cfg: Config, checks: set[str] | None, rows
         pairs = [(key, r) for r, keys in wanted.items() for key in (sorted(keys) or [None])]
     else:
         pairs = [(key, r) for key, rs in sorted(failing.items()) for r in rs[:limit]]
+    for (check, column, copy), first in _first_rows(res.findings).items():
+        key = f"{check}:{column}" if column is not None else check
+        if key in failing:
+            out.repeats.setdefault(key, {})[copy] = first
     if not pairs:
         return out
     examples = {(f.check, f.column, e.row): e for f in res.findings for e in f.examples if e.row is not None}
@@ -509,7 +521,7 @@ def _row_summary(df: pl.DataFrame, i: int, cols: list[str], per_column: int = 60
 
 def inspect_shards(paths: list[str], cfg: Config, *, checks: list[str] | None = None,
                    rows: list[int] | None = None, limit: int = 20,
-                   tokenizer: TokenizerView | None = None) -> list[ShardInspection]:
+                   tokenizer: TokenizerView | None = None, export: bool = False) -> list[ShardInspection]:
     """Inspect the shards under ``paths``: every failing row per check, and the first ones with values.
 
     Args:
@@ -524,6 +536,9 @@ def inspect_shards(paths: list[str], cfg: Config, *, checks: list[str] | None = 
         tokenizer: shows ``input_ids`` (else the first text column) as tokens; when ``[tokens]
             vocab_size`` is not set (in the config, nor by ``[tokens] tokenizer``), the tokenizer's
             vocabulary size is used.
+        export: the rows will be exported (:func:`export_rows`): the first row of each duplicate is
+            learnt for up to :data:`MAX_EXAMPLE_ROWS` copies per check (``ShardInspection.repeats``),
+            not only for those shown.
 
     Returns:
         One :class:`ShardInspection` per shard, in path order. An unreadable shard is returned
@@ -540,7 +555,7 @@ def inspect_shards(paths: list[str], cfg: Config, *, checks: list[str] | None = 
     if limit < 1:
         raise UsageError(f"--limit must be at least 1, got {limit}")
     wanted = _check_ids(checks)
-    cfg, notes = _with_facts(with_tokenizer_facts(cfg), limit, tokenizer, rows)  # [tokens] tokenizer's facts first
+    cfg, notes = _with_facts(with_tokenizer_facts(cfg), limit, tokenizer, rows, export)  # [tokens] tokenizer's facts first
     if cfg.tokenizer_facts is not None:
         notes.insert(0, describe_tokenizer_facts(cfg.tokenizer_facts))
     disc = discover([str(p) for p in paths], cfg.dataset.format)
@@ -583,6 +598,9 @@ def export_rows(inspections: list[ShardInspection], out: str | Path, cfg: Config
     relative to the inspected root), ``_datacheck_shard_hash`` (``xxh3-128:…`` of the shard's bytes,
     so the replay can prove it reads the same data) and ``_datacheck_checks`` (list of the check
     keys the row fails, ``"check"`` or ``"check:column"``; empty for a chosen row that passes).
+    Without ``rows``, the row each exported duplicate repeats (``ShardInspection.repeats``: the first
+    row with its content, e.g. of ``dup.exact_in_shard``) is exported too, with the checks it fails
+    (none when it is only the first copy), so the export audited alone replays the duplicate.
     Shards with different columns are combined with missing columns as null.
 
     A parquet export keeps what the shards' own files declare (:func:`_as_declared`): each data column
@@ -605,7 +623,11 @@ def export_rows(inspections: list[ShardInspection], out: str | Path, cfg: Config
         if ins.rows is None:
             continue
         failing = ins.rows_failing()
-        sel = [r for r in rows if r < ins.rows] if rows is not None else sorted(failing)
+        if rows is not None:
+            sel = [r for r in rows if r < ins.rows]
+        else:  # a duplicate goes with the row it repeats: alone it is no duplicate
+            sel = sorted(set(failing) | {first for key, pairs in ins.repeats.items() for copy, first in pairs.items()
+                                         if copy in failing})
         if not sel:
             continue
         data = open_for_checks(ins.shard, cfg)  # the rows with the dtypes the audit judged
