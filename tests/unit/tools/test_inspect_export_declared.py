@@ -9,7 +9,6 @@ import json
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-
 from conftest import run_cli
 
 import datacheck
