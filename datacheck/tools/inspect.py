@@ -22,18 +22,16 @@ fixed batch.
 from __future__ import annotations
 
 import decimal
-import json
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import polars as pl
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from datacheck.checks import all as _families  # noqa: F401 - every family registers its checks
-from datacheck.derive.classlabel import declared_features, source_schema, with_declared_classes
+from datacheck.derive.classlabel import DeclaredSource, as_declared, declared_source, with_declared_classes
 from datacheck.derive.read import CheckInput, open_for_checks
 from datacheck.derive.tokenizer import TOKENIZERS_INSTALL, TokenizerView, load_tokenizer, with_tokenizer_facts
 from datacheck.engine.shard import audit_file
@@ -603,7 +601,7 @@ def export_rows(inspections: list[ShardInspection], out: str | Path, cfg: Config
     (none when it is only the first copy), so the export audited alone replays the duplicate.
     Shards with different columns are combined with missing columns as null.
 
-    A parquet export keeps what the shards' own files declare (:func:`_as_declared`): each data column
+    A parquet export keeps what the shards' own files declare (:func:`~datacheck.derive.classlabel.as_declared`): each data column
     the type the parquet or Arrow shard's file gives it (``string``, not polars' ``large_string``;
     ``int16``), but for a column the audit reads clipped to Int64 (wider than 64 bits), and the
     schema metadata (``datasets``' ``huggingface`` features: a ``ClassLabel``'s names, so an audit of
@@ -618,7 +616,7 @@ def export_rows(inspections: list[ShardInspection], out: str | Path, cfg: Config
             rows of different shards cannot be combined (same column, incompatible types).
     """
     frames = []
-    sources: list[tuple[pa.Schema | None, Any, tuple[str, ...]]] = []
+    sources: list[DeclaredSource] = []
     for ins in inspections:
         if ins.rows is None:
             continue
@@ -643,8 +641,7 @@ def export_rows(inspections: list[ShardInspection], out: str | Path, cfg: Config
         )
         data_cols = [c for c in df.columns if c not in EXPORT_COLUMNS]
         frames.append(df.select([*EXPORT_COLUMNS, *data_cols]))
-        feats = declared_features(ins.shard)
-        sources.append((source_schema(ins.shard), feats[0] if feats is not None else None, tuple(data.clipped)))
+        sources.append(declared_source(ins.shard, data.clipped))
     if not frames:
         return None, 0
     try:
@@ -652,43 +649,6 @@ def export_rows(inspections: list[ShardInspection], out: str | Path, cfg: Config
     except Exception as exc:
         raise UsageError(f"--export: the shards' rows cannot go into one file ({str(exc).splitlines()[0]}); "
                          "export one shard at a time") from None
-    table = _as_declared(df, sources)
+    table = as_declared(df, sources)
     return (write_frame_atomic(df, out, (lambda f: pq.write_table(table, f)) if table is not None else None),
             df.height)
-
-
-def _as_declared(df: pl.DataFrame, sources: list[tuple[pa.Schema | None, Any, tuple[str, ...]]]) -> pa.Table | None:
-    """``df`` (the exported rows) as a ``pyarrow.Table`` with what the shards' files declare, or None
-    when no shard declares anything (JSONL, CSV, ...: polars' own parquet is written).
-
-    ``sources``: per shard, (its file's Arrow schema or None, the ``datasets`` features it declares or
-    None, the columns the audit reads clipped to Int64). A data column takes the type the shards'
-    schemas agree on (cast safely: a value that does not fit keeps polars' type; a clipped column keeps
-    it too, as the audit judged it); the metadata keys the schemas agree on are kept (but ``pandas``,
-    which describes the source's own frame and index), and ``huggingface`` is made of the declared
-    features when no schema holds it and the shards declare the same."""
-    schemas = [s for s, _, _ in sources if s is not None]
-    declared = [f for _, f, _ in sources]
-    if not schemas and all(f is None for f in declared):
-        return None
-    clipped = {c for _, _, cs in sources for c in cs}
-    types: dict[str, pa.DataType | None] = {}
-    for sch in schemas:
-        for fld in sch:
-            types[fld.name] = fld.type if types.get(fld.name, fld.type) == fld.type else None
-    table = df.to_arrow()
-    cols = []
-    for name, col in zip(table.column_names, table.columns):
-        want = types.get(name) if name not in EXPORT_COLUMNS and name not in clipped else None
-        if want is not None and want != col.type:
-            try:
-                col = col.cast(want)
-            except (pa.ArrowException, ValueError, NotImplementedError):
-                pass  # a value the declared type cannot hold: exported as read
-        cols.append(col)
-    metas = [dict(s.metadata or {}) for s in schemas]
-    meta = ({k: v for k, v in metas[0].items() if k != b"pandas" and all(m.get(k) == v for m in metas[1:])}
-            if metas else {})
-    if b"huggingface" not in meta and declared[0] is not None and all(f == declared[0] for f in declared):
-        meta[b"huggingface"] = json.dumps({"info": {"features": declared[0]}}).encode()
-    return pa.Table.from_arrays(cols, names=table.column_names).replace_schema_metadata(meta or None)
