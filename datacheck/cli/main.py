@@ -394,3 +394,12 @@ def _main(argv: list[str] | None) -> int:
         print("datacheck: internal error (a bug; please report it with this traceback):", file=sys.stderr)
         sys.__excepthook__(*sys.exc_info())  # what traceback.print_exc() prints, without importing it (2 ms)
         return EXIT_INTERNAL
+    except BaseException as exc:
+        # a panic in a Rust extension (polars, tokenizers) reaches Python as pyo3's PanicException, a
+        # BaseException: uncaught, Python would exit 1, which reads as "the policy failed"; it is an
+        # internal error (exit 3), as any other exception here
+        if type(exc).__name__ != "PanicException":
+            raise
+        print("datacheck: internal error (a bug; please report it with this traceback):", file=sys.stderr)
+        sys.__excepthook__(*sys.exc_info())
+        return EXIT_INTERNAL

@@ -26,6 +26,7 @@ the ``dataset_info.json`` object beside them); the card of the audited folder or
 """
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -53,7 +54,8 @@ from datacheck.io.stores import filesystem
 from datacheck.model.config import Config
 from datacheck.model.roles import TAG_NAMES
 
-__all__ = ["declared_features", "with_declared_classes"]
+__all__ = ["DeclaredSource", "as_declared", "declared_features", "declared_source", "source_schema",
+           "with_declared_classes"]
 
 #: the candidate label column names, in order, when ``[columns] label`` is unset (the ``label`` role's
 #: inferred names, :data:`datacheck.model.roles.ROLE_TABLE`)
@@ -102,6 +104,22 @@ def _declared_features(shard: DiscoveredShard, info_cache: dict[Any, Any] | None
         return None  # ArrowNotImplementedError a NotImplementedError: a spoiled footer's 128-bit integer): the shard's own read reports it
 
 
+def source_schema(shard: DiscoveredShard) -> pa.Schema | None:
+    """The Arrow schema a parquet or Arrow shard's file declares (its field types and its schema
+    metadata: ``datasets``' ``huggingface`` features, a writer's own keys), read from the parquet
+    footer or the IPC schema message only, local or in an object store; None for another format or
+    when it cannot be read (the shard's own read reports that). ``inspect --export`` gives the exported
+    rows these types and metadata, so the export replays as the shard reads."""
+    try:
+        if shard.format == "parquet":
+            return _with_source(shard, pq.read_schema)
+        if shard.format == "arrow":
+            return _with_source(shard, _arrow_schema)
+    except (OSError, ValueError, pa.ArrowException):
+        return None
+    return None
+
+
 def _with_source(shard: DiscoveredShard, read: Any) -> Any:
     """``read(f)`` on the shard's bytes opened as a binary file: the local file, or the object of a
     shard in a store through its fsspec filesystem (:func:`datacheck.io.stores.filesystem`)."""
@@ -116,11 +134,17 @@ def _with_source(shard: DiscoveredShard, read: Any) -> Any:
 def _arrow_schema_metadata(f: Any) -> Any:
     """The schema metadata of an Arrow IPC file (or, that failing, an IPC stream: ``save_to_disk``'s
     form) read from the binary file ``f``: the schema message only, no record batch."""
+    return _arrow_schema(f).metadata
+
+
+def _arrow_schema(f: Any) -> pa.Schema:
+    """The schema of an Arrow IPC file (or, that failing, an IPC stream) read from the binary file
+    ``f``: the schema message only, no record batch."""
     try:
-        return pa.ipc.open_file(f).schema.metadata
+        return pa.ipc.open_file(f).schema
     except (OSError, ValueError, pa.ArrowException):
         f.seek(0)
-        return pa.ipc.open_stream(f).schema.metadata
+        return pa.ipc.open_stream(f).schema
 
 
 def _store_info_features(folder_url: str) -> Any:
@@ -372,3 +396,54 @@ def _all_features(disc: Discovery, info_cache: dict[Any, Any]) -> list[dict[str,
         if got is not None and isinstance(got[0], dict):
             out.append(got[0])
     return out
+
+
+#: What a shard's file declares, for an export of its rows (:func:`declared_source`): its Arrow schema
+#: (or None), the ``datasets`` features it declares (or None), and the columns the audit reads clipped
+#: to Int64 (wider than 64 bits: exported as read).
+DeclaredSource = tuple[pa.Schema | None, Any, tuple[str, ...]]
+
+
+def declared_source(shard: DiscoveredShard, clipped: tuple[str, ...] | list[str] = ()) -> DeclaredSource:
+    """:data:`DeclaredSource` of ``shard`` (:func:`source_schema`, :func:`declared_features`); ``clipped``:
+    ``CheckInput.clipped`` of its read."""
+    feats = declared_features(shard)
+    return source_schema(shard), feats[0] if feats is not None else None, tuple(clipped)
+
+
+def as_declared(df: Any, sources: list[DeclaredSource]) -> pa.Table | None:
+    """``df`` (a polars frame of exported rows: data columns and ``_datacheck_*`` columns) as a
+    ``pyarrow.Table`` with what the shards' files declare, or None when no shard declares anything
+    (JSONL, CSV, ...: the caller writes polars' own parquet). ``inspect --export`` and ``plan --export``
+    write it, so the export audited alone reads as its shards do.
+
+    A data column takes the type the shards' schemas agree on (cast safely: a value that does not fit
+    keeps polars' type; a clipped column keeps it too, as the audit judged it); the ``_datacheck_*``
+    columns keep theirs. The schema metadata keys the schemas agree on are kept (but ``pandas``, which
+    describes the source's own frame and index), and ``huggingface`` is made of the declared features
+    when no schema holds it and every shard declares the same."""
+    schemas = [s for s, _, _ in sources if s is not None]
+    declared = [f for _, f, _ in sources]
+    if not schemas and all(f is None for f in declared):
+        return None
+    clipped = {c for _, _, cs in sources for c in cs}
+    types: dict[str, pa.DataType | None] = {}
+    for sch in schemas:
+        for fld in sch:
+            types[fld.name] = fld.type if types.get(fld.name, fld.type) == fld.type else None
+    table = df.to_arrow()
+    cols = []
+    for name, col in zip(table.column_names, table.columns):
+        want = types.get(name) if not name.startswith("_datacheck_") and name not in clipped else None
+        if want is not None and want != col.type:
+            try:
+                col = col.cast(want)
+            except (pa.ArrowException, ValueError, NotImplementedError):
+                pass  # a value the declared type cannot hold: exported as read
+        cols.append(col)
+    metas = [dict(s.metadata or {}) for s in schemas]
+    meta = ({k: v for k, v in metas[0].items() if k != b"pandas" and all(m.get(k) == v for m in metas[1:])}
+            if metas else {})
+    if b"huggingface" not in meta and declared[0] is not None and all(f == declared[0] for f in declared):
+        meta[b"huggingface"] = json.dumps({"info": {"features": declared[0]}}).encode()
+    return pa.Table.from_arrays(cols, names=table.column_names).replace_schema_metadata(meta or None)

@@ -40,9 +40,11 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 import polars as pl
+import pyarrow.parquet as pq
 
 from datacheck.checks.batch import supervision, tokens_expr, zero_micro_batches
 from datacheck.checks.dup.cross import assign_splits
+from datacheck.derive.classlabel import as_declared, declared_source
 from datacheck.derive.layout import SAMPLE_ROWS, shard_layout
 from datacheck.derive.read import CheckInput, open_for_checks
 from datacheck.formats.base import FormatError
@@ -912,7 +914,8 @@ def export_step(rows: list[StepRow], space: RowSpace, cfg: Config, step: int, ou
     plus ``_datacheck_step``, ``_datacheck_rank``, ``_datacheck_micro_batch`` and
     ``_datacheck_global_index`` (int64), so the step can be replayed on a fixed batch; rows of a
     :class:`MegatronPlan` add :data:`SAMPLE_EXPORT_COLUMNS` (a document read by two samples is two
-    rows, each with its sample and token range).
+    rows, each with its sample and token range). A ``.parquet`` keeps the column types and schema
+    metadata the shards' files declare (:func:`datacheck.derive.classlabel.as_declared`).
 
     Raises:
         UsageError: bad extension, unwritable path, or shards whose columns cannot be combined.
@@ -924,10 +927,12 @@ def export_step(rows: list[StepRow], space: RowSpace, cfg: Config, step: int, ou
         by_shard.setdefault(r.shard, []).append(pos)
     spans = {s.path: s for s in space.shards}
     frames = []
+    sources = []
     for shard, positions in by_shard.items():
         span = spans[shard]
         disc = discover([str(span.abs_path)], cfg.dataset.format)
         data = open_for_checks(disc.shards[0], cfg)  # the rows with the dtypes the audit judges
+        sources.append(declared_source(disc.shards[0], data.clipped))
         want = pl.DataFrame({
             "__pos": pl.Series(positions, dtype=pl.Int64),
             "_datacheck_row": pl.Series([rows[p].row for p in positions], dtype=pl.Int64),
@@ -954,4 +959,6 @@ def export_step(rows: list[StepRow], space: RowSpace, cfg: Config, step: int, ou
                          "export one rank at a time (--rank)") from None
     lead = [c for c in (*PLAN_EXPORT_COLUMNS, *SAMPLE_EXPORT_COLUMNS) if c in df.columns]
     df = df.select([*lead, *[c for c in df.columns if c not in lead]])
-    return write_frame_atomic(df, out), df.height
+    table = as_declared(df, sources) if df.width else None  # a .parquet keeps the shards' types and metadata
+    return (write_frame_atomic(df, out, (lambda f: pq.write_table(table, f)) if table is not None else None),
+            df.height)

@@ -12,7 +12,7 @@ from pathlib import Path
 from datacheck.io.shardbytes import READ_ERRORS, Unreadable
 from datacheck.model.findings import Finding
 
-__all__ = ["arrow_for_polars", "needs_conversion", "validate_arrow", "write_table"]
+__all__ = ["arrow_for_polars", "needs_conversion", "parquet_layout", "validate_arrow", "write_table"]
 
 
 def _polars_type(t):
@@ -127,15 +127,47 @@ def validate_arrow(data, where: str) -> None:
                          "the file was damaged or written by a broken writer: re-create or re-download it") from None
 
 
-def write_table(table, path: Path, kind: str) -> None:
+#: a parquet column chunk's codec (``ColumnChunkMetaData.compression``) as ``pyarrow.parquet.write_table``
+#: names it; a codec pyarrow does not write (``LZO``) is not kept
+_CODECS = {"UNCOMPRESSED": "none", "SNAPPY": "snappy", "GZIP": "gzip", "BROTLI": "brotli", "LZ4": "lz4",
+           "LZ4_RAW": "lz4", "ZSTD": "zstd"}
+
+
+def parquet_layout(path: Path) -> dict[str, object]:
+    """How the local parquet file ``path`` is laid out, as keyword arguments of
+    ``pyarrow.parquet.write_table``: ``row_group_size`` (rows of its largest row group) and
+    ``compression`` (the codec of its column chunks, when they share one that pyarrow writes). {} when
+    it has no row group or cannot be read (the caller writes pyarrow's defaults). A rewritten copy
+    (``clean``) written with them reads as the input does: the same codec, row groups no larger."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        meta = pq.ParquetFile(path).metadata
+    except (OSError, ValueError, pa.ArrowException):
+        return {}
+    if meta.num_row_groups == 0:
+        return {}
+    out: dict[str, object] = {"row_group_size": max(1, max(meta.row_group(i).num_rows
+                                                           for i in range(meta.num_row_groups)))}
+    rg = meta.row_group(0)
+    codecs = {rg.column(j).compression for j in range(rg.num_columns)}
+    if len(codecs) == 1 and (codec := _CODECS.get(next(iter(codecs)))) is not None:
+        out["compression"] = codec
+    return out
+
+
+def write_table(table, path: Path, kind: str, layout: dict[str, object] | None = None) -> None:
     """Write the pyarrow ``table`` to ``path`` as ``kind`` (``"parquet"``, ``"ipc_file"`` or
-    ``"ipc_stream"``: the writer kind :func:`datacheck.formats.registry.read_table` gave), synced to disk."""
+    ``"ipc_stream"``: the writer kind :func:`datacheck.formats.registry.read_table` gave), synced to disk.
+    ``layout``: for parquet, ``write_table`` keyword arguments (:func:`parquet_layout` of the input:
+    its row group size and codec); None: pyarrow's defaults."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     path.parent.mkdir(parents=True, exist_ok=True)
     if kind == "parquet":
-        pq.write_table(table, path)
+        pq.write_table(table, path, **(layout or {}))  # type: ignore[arg-type]
     else:
         with pa.OSFile(str(path), "wb") as sink:
             opener = pa.ipc.new_file if kind == "ipc_file" else pa.ipc.new_stream

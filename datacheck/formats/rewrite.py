@@ -7,7 +7,8 @@ protocol, how ``datacheck clean`` writes the kept rows of a shard in its own for
   files synced to disk (files made as bytes through the caller's ``write``), read back and
   compared row by row with the input's content hashes.
 - :class:`TableRewrite` (parquet, Arrow IPC: :func:`rewrite_table`): rows read and written with
-  pyarrow (schema and its metadata, e.g. Hugging Face features, kept; the same writer kind).
+  pyarrow (schema and its metadata, e.g. Hugging Face features, kept; the same writer kind; a local
+  parquet input's codec and row group size kept: :func:`datacheck.formats.arrowtypes.parquet_layout`).
 - :class:`JsonArrayRewrite` (a ``.json`` file of one JSON array of records: :func:`rewrite_json_array`):
   the kept elements copied as their original bytes inside the input's brackets and separators, the
   dropped ones to a JSON array quarantine.
@@ -41,7 +42,7 @@ from typing import Any, Callable, ClassVar, Protocol
 
 import polars as pl
 
-from datacheck.formats.arrowtypes import write_table
+from datacheck.formats.arrowtypes import parquet_layout, write_table
 from datacheck.formats.records import (
     RecordLayoutError,
     RecordSplit,
@@ -341,7 +342,9 @@ def rewrite_table(read: Callable[[Path | str], tuple[Any, str]], job: RewriteJob
     drop_idx = sorted(reasons)
     keep_idx = [i for i in range(rows) if i not in reasons]
     kept = _take(table, keep_idx)
-    write_table(kept, target, kind)
+    # a local parquet input's row group size and codec kept (a shard in a store: pyarrow's defaults)
+    local = kind == "parquet" and not (isinstance(job.source, str) and is_url(job.source))
+    write_table(kept, target, kind, parquet_layout(Path(job.source)) if local else None)
     q = _take(table, drop_idx)
     meta = {
         "_datacheck_row": pa.array(drop_idx, type=pa.int64()),

@@ -57,14 +57,21 @@ def lazy_source(batches: Callable[[list[str] | None, int | None], Iterator[pl.Da
     Returns:
         The LazyFrame. Collecting it applies the query's predicate to each frame and stops reading
         once ``n_rows`` rows (a pushed-down ``head``) passed it; errors of ``batches`` propagate.
+        A query that needs no column (only the rows: ``with_row_index(...).select(index)``, a row
+        count) is served frames of no column that keep their heights: ``batches`` is asked for one
+        column (:func:`_carrier`), which is dropped, since a frame built from no column has no rows.
     """
+    carrier = _carrier(schema)
 
     def source(with_columns: list[str] | None, predicate: pl.Expr | None, n_rows: int | None,
                batch_size: int | None) -> Iterator[pl.DataFrame]:
         left = n_rows
-        for df in batches(with_columns, batch_size):
+        rows_only = with_columns is not None and not with_columns and carrier is not None
+        for df in batches([carrier] if rows_only else with_columns, batch_size):  # type: ignore[list-item]
             if predicate is not None:
                 df = df.filter(predicate)
+            if rows_only:
+                df = df.drop(df.columns)  # no column, the height kept
             if left is not None:
                 df = df.head(left)
                 left -= df.height
@@ -73,6 +80,16 @@ def lazy_source(batches: Callable[[list[str] | None, int | None], Iterator[pl.Da
                 return
 
     return register_io_source(source, schema=schema, explain_name=name, explain_detail=detail)
+
+
+def _carrier(schema: dict[str, pl.DataType]) -> str | None:
+    """The column read for a query that needs none (:func:`lazy_source`): the first of a fixed-width
+    dtype (numbers, booleans, dates: the fewest bytes decoded), else the first column; None for a
+    schema of no column."""
+    for name, dtype in schema.items():
+        if dtype.is_numeric() or dtype.is_temporal() or dtype == pl.Boolean:
+            return name
+    return next(iter(schema), None)
 
 
 def batch_sizes(rows: int, first: int | None = None, total: int | None = None,

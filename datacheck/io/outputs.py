@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import errno
 import glob as _glob
+import io
+import json
 import os
 import re
 import stat
@@ -554,10 +556,14 @@ def os_error_message(given: str, exc: BaseException) -> str | None:
     return None if os_exc is None else str(_usage_error(given, os_exc))
 
 
-def write_frame_atomic(df: pl.DataFrame, path: str | Path) -> Path:
+def write_frame_atomic(df: pl.DataFrame, path: str | Path,
+                       write_parquet: Callable[[BinaryIO], None] | None = None) -> Path:
     """Write ``df`` as parquet (``.parquet``/``.pq``) or JSONL (``.jsonl``/``.ndjson``) atomically,
     through :func:`write_atomic` (temporary file in the target's folder, fsync,
     rename; a link is written through to its target, a device or fifo is written in place).
+    ``write_parquet``: for a parquet file, the function that writes the same rows to the binary file
+    it is given, instead of ``df.write_parquet`` (e.g. ``pyarrow.parquet.write_table`` of the rows
+    with the field types and schema metadata of the shard they come from); unused for JSONL.
 
     Raises:
         UsageError: another extension, ``path`` is an existing folder, or it cannot be written.
@@ -566,5 +572,72 @@ def write_frame_atomic(df: pl.DataFrame, path: str | Path) -> Path:
     if not name.endswith((".parquet", ".pq", ".jsonl", ".ndjson")):
         raise UsageError(f"--export {path}: write .parquet or .jsonl (the format follows the extension)")
     if name.endswith((".parquet", ".pq")):
+        if write_parquet is not None:
+            return write_atomic(path, write_parquet)
         return write_atomic(path, lambda f: df.write_parquet(f))
-    return write_atomic(path, lambda f: df.write_ndjson(f))
+    body = ndjson_bytes(df, path)
+    return write_atomic(path, body)
+
+
+def ndjson_bytes(df: pl.DataFrame, path: str | Path) -> bytes:
+    """``df`` as JSON Lines that datacheck's JSONL reader reads back to the same values: polars'
+    ``write_ndjson``, but a non-finite float (anywhere: a column, a list item, a struct field) written
+    as ``NaN``, ``Infinity`` or ``-Infinity`` (the tokens Python's ``json`` writes and the reader takes
+    as floats, so ``finite.*`` sees them), never as ``null`` (a null is another finding).
+
+    Raises:
+        UsageError: a column holds bytes (``Binary``, also inside a list or struct), which JSON has no
+            value for (``path`` named: write ``.parquet``)."""
+    import polars as pl  # a third-party import: this module stays polars-free until a frame is written
+
+    def has(dtype: pl.DataType, want: Callable[[pl.DataType], bool]) -> bool:
+        if want(dtype):
+            return True
+        if isinstance(dtype, (pl.List, pl.Array)):
+            return has(dtype.inner, want)
+        if isinstance(dtype, pl.Struct):
+            return any(has(f.dtype, want) for f in dtype.fields)
+        return False
+
+    binary = [c for c, t in df.schema.items() if has(t, lambda d: d == pl.Binary)]
+    if binary:
+        raise UsageError(f"--export {path}: column(s) {', '.join(map(repr, binary[:5]))} hold bytes, which JSON "
+                         "Lines cannot hold; export to a .parquet file instead")
+    buf = io.BytesIO()
+    df.write_ndjson(buf)
+    floats = [c for c, t in df.schema.items() if has(t, lambda d: d.is_float())]
+    if not floats or df.height == 0:
+        return buf.getvalue()
+    lines = buf.getvalue().splitlines(keepends=True)
+    if len(lines) != df.height:  # a line per row, as write_ndjson writes them
+        return buf.getvalue()
+    values = {c: df[c].to_list() for c in floats}
+
+    def non_finite(v: object) -> bool:
+        if isinstance(v, float):
+            return v != v or v in (float("inf"), float("-inf"))
+        if isinstance(v, list):
+            return any(non_finite(x) for x in v)
+        if isinstance(v, dict):
+            return any(non_finite(x) for x in v.values())
+        return False
+
+    def merge(written: object, value: object) -> object:
+        """The value polars wrote, with each non-finite float of ``value`` put back where it wrote null."""
+        if isinstance(value, float) and non_finite(value):
+            return value
+        if isinstance(value, list) and isinstance(written, list) and len(value) == len(written):
+            return [merge(w, v) for w, v in zip(written, value)]
+        if isinstance(value, dict) and isinstance(written, dict):
+            return {k: merge(w, value.get(k)) for k, w in written.items()}
+        return written
+
+    for i in range(df.height):
+        if not any(non_finite(values[c][i]) for c in floats):
+            continue
+        obj = json.loads(lines[i])
+        for c in floats:
+            obj[c] = merge(obj.get(c), values[c][i])
+        lines[i] = (json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=True) + "\n").encode("utf-8")
+    return b"".join(lines)
+

@@ -28,9 +28,10 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+import pyarrow.parquet as pq
 
 from datacheck.checks import all as _families  # noqa: F401 - every family registers its checks
-from datacheck.derive.classlabel import with_declared_classes
+from datacheck.derive.classlabel import DeclaredSource, as_declared, declared_source, with_declared_classes
 from datacheck.derive.read import CheckInput, open_for_checks
 from datacheck.derive.tokenizer import TOKENIZERS_INSTALL, TokenizerView, load_tokenizer, with_tokenizer_facts
 from datacheck.engine.shard import audit_file
@@ -155,6 +156,10 @@ class ShardInspection:
         not_applicable: the checks asked for (``--check``; all without it) that do not apply to the
             shard's layout or its form of it: not run, not skipped (IDs in the registry's order; the
             audit report's shard ``not_applicable`` is their count). The JSON's shard key of that name.
+        repeats: ``{check key: {copy row: the first row with its content}}`` for the copies a
+            duplicate check (``dup.exact_in_shard``) names in this shard, as far as the engine's
+            examples reach (every copy shown; with ``inspect_shards(export=True)`` up to
+            :data:`MAX_EXAMPLE_ROWS` copies): :func:`export_rows` exports each copy's first row too.
     """
 
     shard: DiscoveredShard
@@ -169,6 +174,7 @@ class ShardInspection:
     notes: list[str] = field(default_factory=list)
     layout: Layout | None = None
     not_applicable: list[str] = field(default_factory=list)
+    repeats: dict[str, dict[int, int]] = field(default_factory=dict)
 
     @property
     def has_failures(self) -> bool:
@@ -233,15 +239,18 @@ def _check_ids(checks: list[str] | None) -> set[str] | None:
 
 
 def _with_facts(cfg: Config, limit: int, tok: TokenizerView | None,
-                rows: list[int] | None = None) -> tuple[Config, list[str]]:
+                rows: list[int] | None = None, export: bool = False) -> tuple[Config, list[str]]:
     """The config inspect audits with: ``max_examples`` raised to ``limit`` (and, with ``rows``, to
     cover the highest chosen row, at most :data:`MAX_EXAMPLE_ROWS`: a row's rank among a check's
-    failing rows is at most its index), so the engine's examples hold every row shown; and
+    failing rows is at most its index; with ``export``, to :data:`MAX_EXAMPLE_ROWS`: the first rows
+    of the duplicates exported), so the engine's examples hold every row shown; and
     ``vocab_size`` taken from the tokenizer when unset."""
     notes = []
     want = max(cfg.report.max_examples, limit)
     if rows:
         want = max(want, min(max(rows) + 1, MAX_EXAMPLE_ROWS))
+    if export and rows is None:
+        want = MAX_EXAMPLE_ROWS
     report = cfg.report.model_copy(update={"max_examples": want})
     update: dict[str, Any] = {"report": report}
     if tok is not None and cfg.tokens.vocab_size is None:
@@ -301,6 +310,10 @@ def _inspect_one(ds: DiscoveredShard, cfg: Config, checks: set[str] | None, rows
         pairs = [(key, r) for r, keys in wanted.items() for key in (sorted(keys) or [None])]
     else:
         pairs = [(key, r) for key, rs in sorted(failing.items()) for r in rs[:limit]]
+    for (check, column, copy), first in _first_rows(res.findings).items():
+        key = f"{check}:{column}" if column is not None else check
+        if key in failing:
+            out.repeats.setdefault(key, {})[copy] = first
     if not pairs:
         return out
     examples = {(f.check, f.column, e.row): e for f in res.findings for e in f.examples if e.row is not None}
@@ -506,7 +519,7 @@ def _row_summary(df: pl.DataFrame, i: int, cols: list[str], per_column: int = 60
 
 def inspect_shards(paths: list[str], cfg: Config, *, checks: list[str] | None = None,
                    rows: list[int] | None = None, limit: int = 20,
-                   tokenizer: TokenizerView | None = None) -> list[ShardInspection]:
+                   tokenizer: TokenizerView | None = None, export: bool = False) -> list[ShardInspection]:
     """Inspect the shards under ``paths``: every failing row per check, and the first ones with values.
 
     Args:
@@ -521,6 +534,9 @@ def inspect_shards(paths: list[str], cfg: Config, *, checks: list[str] | None = 
         tokenizer: shows ``input_ids`` (else the first text column) as tokens; when ``[tokens]
             vocab_size`` is not set (in the config, nor by ``[tokens] tokenizer``), the tokenizer's
             vocabulary size is used.
+        export: the rows will be exported (:func:`export_rows`): the first row of each duplicate is
+            learnt for up to :data:`MAX_EXAMPLE_ROWS` copies per check (``ShardInspection.repeats``),
+            not only for those shown.
 
     Returns:
         One :class:`ShardInspection` per shard, in path order. An unreadable shard is returned
@@ -537,7 +553,7 @@ def inspect_shards(paths: list[str], cfg: Config, *, checks: list[str] | None = 
     if limit < 1:
         raise UsageError(f"--limit must be at least 1, got {limit}")
     wanted = _check_ids(checks)
-    cfg, notes = _with_facts(with_tokenizer_facts(cfg), limit, tokenizer, rows)  # [tokens] tokenizer's facts first
+    cfg, notes = _with_facts(with_tokenizer_facts(cfg), limit, tokenizer, rows, export)  # [tokens] tokenizer's facts first
     if cfg.tokenizer_facts is not None:
         notes.insert(0, describe_tokenizer_facts(cfg.tokenizer_facts))
     disc = discover([str(p) for p in paths], cfg.dataset.format)
@@ -580,7 +596,17 @@ def export_rows(inspections: list[ShardInspection], out: str | Path, cfg: Config
     relative to the inspected root), ``_datacheck_shard_hash`` (``xxh3-128:…`` of the shard's bytes,
     so the replay can prove it reads the same data) and ``_datacheck_checks`` (list of the check
     keys the row fails, ``"check"`` or ``"check:column"``; empty for a chosen row that passes).
+    Without ``rows``, the row each exported duplicate repeats (``ShardInspection.repeats``: the first
+    row with its content, e.g. of ``dup.exact_in_shard``) is exported too, with the checks it fails
+    (none when it is only the first copy), so the export audited alone replays the duplicate.
     Shards with different columns are combined with missing columns as null.
+
+    A parquet export keeps what the shards' own files declare (:func:`~datacheck.derive.classlabel.as_declared`): each data column
+    the type the parquet or Arrow shard's file gives it (``string``, not polars' ``large_string``;
+    ``int16``), but for a column the audit reads clipped to Int64 (wider than 64 bits), and the
+    schema metadata (``datasets``' ``huggingface`` features: a ``ClassLabel``'s names, so an audit of
+    the export alone knows the classes; a ``save_to_disk`` split's ``dataset_info.json`` features when
+    its file holds none). A JSONL export holds the values only.
 
     Returns:
         (the written path, rows written); (None, 0) when there was nothing to write (no file is made).
@@ -590,11 +616,16 @@ def export_rows(inspections: list[ShardInspection], out: str | Path, cfg: Config
             rows of different shards cannot be combined (same column, incompatible types).
     """
     frames = []
+    sources: list[DeclaredSource] = []
     for ins in inspections:
         if ins.rows is None:
             continue
         failing = ins.rows_failing()
-        sel = [r for r in rows if r < ins.rows] if rows is not None else sorted(failing)
+        if rows is not None:
+            sel = [r for r in rows if r < ins.rows]
+        else:  # a duplicate goes with the row it repeats: alone it is no duplicate
+            sel = sorted(set(failing) | {first for key, pairs in ins.repeats.items() for copy, first in pairs.items()
+                                         if copy in failing})
         if not sel:
             continue
         data = open_for_checks(ins.shard, cfg)  # the rows with the dtypes the audit judged
@@ -610,6 +641,7 @@ def export_rows(inspections: list[ShardInspection], out: str | Path, cfg: Config
         )
         data_cols = [c for c in df.columns if c not in EXPORT_COLUMNS]
         frames.append(df.select([*EXPORT_COLUMNS, *data_cols]))
+        sources.append(declared_source(ins.shard, data.clipped))
     if not frames:
         return None, 0
     try:
@@ -617,4 +649,6 @@ def export_rows(inspections: list[ShardInspection], out: str | Path, cfg: Config
     except Exception as exc:
         raise UsageError(f"--export: the shards' rows cannot go into one file ({str(exc).splitlines()[0]}); "
                          "export one shard at a time") from None
-    return write_frame_atomic(df, out), df.height
+    table = as_declared(df, sources)
+    return (write_frame_atomic(df, out, (lambda f: pq.write_table(table, f)) if table is not None else None),
+            df.height)

@@ -57,7 +57,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="with --tokenizer, also write the shown rows' tokens coloured by supervision to FILE "
                         "(a self-contained HTML page)")
     a.add_argument("--export", metavar="FILE", help="write the offending rows (or --rows) to FILE.parquet or "
-                                                   "FILE.jsonl with row index, shard path and shard content hash")
+                                                   "FILE.jsonl with row index, shard path and shard content hash; "
+                                                   "a duplicate goes with the row it repeats, and a .parquet keeps "
+                                                   "the shard's column types and schema metadata (Hugging Face "
+                                                   "features), so the file audited alone shows the same findings")
     a.add_argument("--format", choices=["text", "json"], default="text", help="what to print (default text)")
     a.add_argument("--no-progress", action="store_true",
                    help="accepted for symmetry with audit (scripts pass it to every command); "
@@ -184,7 +187,8 @@ def run(args: argparse.Namespace) -> int:
     checks = [c.strip() for arg in (args.check or []) for c in arg.split(",") if c.strip()] or None
     rows = parse_row_list(args.rows) if args.rows is not None else None
     tok = load_tokenizer(args.tokenizer) if args.tokenizer else None
-    inspections = inspect_shards(args.paths, cfg, checks=checks, rows=rows, limit=args.limit, tokenizer=tok)
+    inspections = inspect_shards(args.paths, cfg, checks=checks, rows=rows, limit=args.limit, tokenizer=tok,
+                                 export=bool(args.export))
     html_path = None
     if args.html:
         html_rows = [{"shard": i.shard.rel, "row": r.row, "pairs": r.supervision, "runs": r.supervision_runs,

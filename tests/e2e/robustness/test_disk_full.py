@@ -7,6 +7,7 @@ import io
 import os
 
 import polars as pl
+import pyarrow.parquet as pq
 import pytest
 
 import datacheck.tools.clean as clean_mod
@@ -46,6 +47,15 @@ def test_inspect_export_disk_full_from_polars(tmp_path, data, monkeypatch):
         raise pl.exceptions.ComputeError("failed to write: No space left on device (os error 28)")
 
     monkeypatch.setattr(pl.DataFrame, "write_parquet", full)
+    out = tmp_path / "rows.parquet"
+    rc, err = _cli("inspect", str(data / "l.jsonl"), "--export", str(out))  # a JSONL shard: polars' writer
+    assert rc == 2, err
+    assert "no space left" in err and str(out) in err and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]
+
+
+def test_inspect_export_disk_full_from_pyarrow(tmp_path, data, monkeypatch):
+    monkeypatch.setattr(pq, "write_table", _enospc)  # a parquet shard's rows keep its types: pyarrow's writer
     out = tmp_path / "rows.parquet"
     rc, err = _cli("inspect", str(data / "t.parquet"), "--export", str(out))
     assert rc == 2, err

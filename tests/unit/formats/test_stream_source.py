@@ -172,3 +172,27 @@ def test_lazy_source_projection_predicate_and_head():
     assert got["a"].to_list() == [35, 36, 37] and got["b"].to_list() == ["35", "36", "37"]
     assert served[-1] < 90  # stopped once enough rows passed the predicate
     assert lf.collect().height == 100
+
+
+def test_lazy_source_query_of_no_column_keeps_the_rows():
+    """A query that needs only the rows (a row index, a count) gets frames of no column from polars'
+    projection; they must keep their heights (a frame selected to no column has none)."""
+    schema = {"text": pl.String, "n": pl.Int32}
+    heights = [7, 0, 5, 9]
+    asked: list[list[str] | None] = []
+
+    def batches(columns, batch_size):
+        asked.append(columns)
+        at = 0
+        for h in heights:
+            df = pl.DataFrame({"text": [f"t{i}" for i in range(at, at + h)], "n": list(range(at, at + h))},
+                              schema=schema)
+            at += h
+            yield df if columns is None else df.select(columns)
+
+    lf = lazy_source(batches, schema, "test-source")
+    total = sum(heights)
+    assert lf.with_row_index("r").select("r").collect()["r"].to_list() == list(range(total))
+    assert lf.with_row_index("r").filter(pl.col("r").is_in([total - 1])).select("r").collect()["r"].to_list() == [total - 1]
+    assert lf.select(pl.len()).collect().item() == total
+    assert ["n"] in asked  # the fixed-width column carried the heights, not the text
