@@ -38,6 +38,13 @@ an update of a next epoch that never comes; a stop between a step's micro-batche
 batches: :attr:`Ledger.untrained` holds them (a later ``#state`` line at or before ``s`` supersedes them as
 it does any record).
 
+An ``#in_flight`` line (``{"rank": r, "batches": [{"step", "micro_batch", "epoch", "indices"}, ...]}``) names the
+micro-batches a training loop that reports what it trained (the Hugging Face callback) had received and
+not trained to the end when its process stopped without saying the training ended (an exception out of
+``Trainer.train()``, such as an embedding's ``IndexError``): the first is the one it was training, the
+others were fetched ahead. They are no step's batches: :attr:`Ledger.in_flight` holds them (a later
+``#state`` line at or before their step supersedes them as it does any record).
+
 OLMo's files (no header) hold ``<step><TAB><index>...`` per rank and step (all micro-batches of the
 device batch on one line; the step is OLMo's ``global_step``, 1-based). They are read as they are:
 ``micro_batch`` and ``epoch`` are None, step numbers are the file's own (indices separated by commas
@@ -195,6 +202,9 @@ class Ledger:
             ``len(states[rank])``.
         untrained: rank -> step -> the micro-batches an ``#untrained`` line says no optimizer update took
             (run forward and backward, then the training ended); they are not in ``batches``.
+        in_flight: rank -> step -> the micro-batches an ``#in_flight`` line names (received by the training
+            loop and not trained to the end when its process stopped; the first was being trained), in
+            their order; they are not in ``batches``.
         restarts: rank -> each ``#state`` line that started the run over: its ``start_step`` is at or before
             the first ``start_step`` of the rank's ledger while steps were recorded before it (a new run
             recorded into the folder of an earlier one: ``record_batches`` starts it at that step), as a dict:
@@ -213,6 +223,7 @@ class Ledger:
     ends: dict[int, list[tuple[int, dict]]] = field(default_factory=dict)
     untrained: dict[int, dict[int, list[LedgerBatch]]] = field(default_factory=dict)
     restarts: dict[int, list[dict]] = field(default_factory=dict)
+    in_flight: dict[int, dict[int, list[LedgerBatch]]] = field(default_factory=dict)
 
     @property
     def ranks(self) -> list[int]:
@@ -513,6 +524,7 @@ def _read_rank(path: Path, rank: int, led: Ledger, keep: set[int] | None = None)
     states: list[dict] = []
     ends: list[tuple[dict | None, dict]] = []  # (the #state of the iteration it ends, the #end record)
     untrained: dict[int, list[LedgerBatch]] = {}  # step -> micro-batches no optimizer update took
+    in_flight: dict[int, list[LedgerBatch]] = {}  # step -> micro-batches received, not trained to the end
     restarts: list[dict] = []  # #state lines that start the run over (a new run recorded into the folder)
     restart_at: int | None = None
     for lineno, line in itertools.chain([first], lines):
@@ -538,6 +550,8 @@ def _read_rank(path: Path, rank: int, led: Ledger, keep: set[int] | None = None)
                         del counts[s]
                     for s in [s for s in untrained if s >= start]:
                         del untrained[s]
+                    for s in [s for s in in_flight if s >= start]:
+                        del in_flight[s]
                     if carried:
                         counts[start] = carried
                         if kept:
@@ -549,6 +563,9 @@ def _read_rank(path: Path, rank: int, led: Ledger, keep: set[int] | None = None)
                 states.append(st)
             elif line.startswith("#end\t"):
                 ends.append((states[-1] if states else None, _state(line.split("\t", 1)[1], path, lineno)))
+            elif line.startswith("#in_flight\t"):
+                for b in _in_flight(_state(line.split("\t", 1)[1], path, lineno), rank, path, lineno):
+                    in_flight.setdefault(b.step, []).append(b)
             elif line.startswith("#untrained\t"):
                 u = _state(line.split("\t", 1)[1], path, lineno).get("step")
                 if isinstance(u, int) and not isinstance(u, bool) and u in counts:
@@ -578,12 +595,34 @@ def _read_rank(path: Path, rank: int, led: Ledger, keep: set[int] | None = None)
     led.batches[rank] = per
     led.states[rank] = states
     led.untrained[rank] = {s: bs for s, bs in untrained.items() if bs}
+    if in_flight:
+        led.in_flight[rank] = dict(sorted(in_flight.items()))
     if restarts:
         led.restarts[rank] = restarts
     where = {id(st): i + 1 for i, st in enumerate(states)}  # an #end of a superseded iteration is dropped with it
     led.ends[rank] = [(where[id(st)], end) for st, end in ends if st is not None and id(st) in where]
     if ours and counts:
         _note_partial(led, rank, counts, states, led.ends[rank])
+
+
+def _in_flight(rec: dict, rank: int, path: Path, lineno: int) -> list[LedgerBatch]:
+    """The micro-batches of an ``#in_flight`` record (``rec["batches"]``), as :class:`LedgerBatch` of
+    ``rank`` (the file's).
+
+    Raises:
+        UsageError: a batch is not ``{"step", "micro_batch", "epoch", "indices"}`` of non-negative integers
+            (the message names the file and line)."""
+    out = []
+    for b in rec.get("batches") or []:
+        vals = [b.get(k) if isinstance(b, dict) else None for k in ("step", "micro_batch", "epoch")]
+        idx = b.get("indices") if isinstance(b, dict) else None
+        if (not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in vals)
+                or not isinstance(idx, list)
+                or not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < 1 << 63 for i in idx)):
+            raise UsageError(f"{path}:{lineno}: an #in_flight batch needs step, micro_batch, epoch (integers >= 0) "
+                             "and indices (a list of integers >= 0)")
+        out.append(LedgerBatch(step=vals[0], rank=rank, micro_batch=vals[1], epoch=vals[2], indices=Indices(idx)))
+    return out
 
 
 def _carried(st: dict, recorded: int) -> int:

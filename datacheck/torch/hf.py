@@ -42,7 +42,10 @@ What the callback does:
   of any epoch), and the sampler's ``dataset_rows``. Its line is written when the
   Trainer has trained it (``on_substep_end`` / ``on_step_end``), so the batches DataLoader workers
   (``dataloader_num_workers``) and accelerate fetched ahead of a stop (``max_steps``, a guard stop,
-  an interrupt) are not recorded. The Trainer logs that step's loss at
+  an interrupt) are not recorded; when the process stops without ``on_train_end`` (an exception out of
+  ``Trainer.train()``: an embedding's ``IndexError``, Ctrl-C) the recorder's finalizer writes an
+  ``#in_flight`` line naming the micro-batches the Trainer held then, the one it was training first
+  (:attr:`datacheck.io.ledger.Ledger.in_flight`; ``trace --data`` audits them as the crash's step). The Trainer logs that step's loss at
   ``global_step`` + 1 (the count after the update), so log step ``N`` is ledger step ``N - 1``. A
   resumed ``train(resume_from_checkpoint=...)`` at ``global_step`` G re-reads epoch ``G //
   num_update_steps_per_epoch`` (``ceil(len(loader) / grad_accum)`` of its loader when ``train()`` began)

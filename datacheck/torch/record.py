@@ -100,6 +100,28 @@ def _write_lines(path: Path, buf: list[str], pid: int) -> None:
     buf.clear()
 
 
+def _write_at_exit(path: Path, buf: list[str], issued: "deque[tuple[str | None, BatchTag]]", flight: dict[str, bool],
+                   rank: int, pid: int) -> None:
+    """The recorder's finalizer (garbage collection, interpreter exit): write the pending lines, then, when
+    the training loop that reports what it trained (``hold``: the Hugging Face callback) never said the
+    training ended (:meth:`RecordingBatchSampler.training_ended`) while batches it received wait untrained
+    (an exception out of ``Trainer.train()``: an embedding's ``IndexError``, a collator's error, Ctrl-C),
+    an ``#in_flight`` line naming them (``{"rank", "batches": [{"step", "micro_batch", "epoch",
+    "indices"}]}``, in the order issued): the first is the micro-batch the loop was training when it
+    stopped, the others were fetched ahead (accelerate's look-ahead, DataLoader workers). They are not
+    trained steps (:attr:`datacheck.io.ledger.Ledger.in_flight`)."""
+    _write_lines(path, buf, pid)
+    if not flight.get("on") or os.getpid() != pid:
+        return
+    flight["on"] = False
+    batches = [{"step": tag.step, "micro_batch": tag.micro_batch, "epoch": tag.epoch,
+                "indices": [int(x) for x in line.rstrip("\n").split("\t")[4:]]}
+               for line, tag in issued if line is not None]
+    if batches:
+        _write_lines(path, ["#in_flight\t" + json.dumps({"rank": rank, "batches": batches}, sort_keys=True) + "\n"],
+                     pid)
+
+
 def flush_ledgers() -> int:
     """Write every live recorder's pending lines (call before saving a checkpoint).
 
@@ -385,10 +407,14 @@ class RecordingBatchSampler:
         self._iters = 0
         self._buf: list[str] = []
         self._pid = os.getpid()  # the recording process (a forked worker's copy never writes)
-        self._finalizer = weakref.finalize(self, _write_lines, self.path, self._buf, self._pid)
         # under the DataLoader record_batches returns, a batch's line waits in ``_issued`` until the loader
         # yields that batch to the training loop (:meth:`commit`); ``_claim`` marks the next iteration as one
         self._issued: deque[tuple[str | None, BatchTag]] = deque()  # None: a batch trained before a resume
+        #: ``{"on": True}`` from a ``hold`` iteration's start until the loop says the training ended: batches
+        #: still held when the recorder is finalized were in flight when the loop stopped (``#in_flight``)
+        self._flight: dict[str, bool] = {"on": False}
+        self._finalizer = weakref.finalize(self, _write_at_exit, self.path, self._buf, self._issued, self._flight,
+                                           self.rank, self._pid)
         self._end: dict[str, Any] | None = None  # the #end line of an iteration that ran out, until received
         self._ended: dict[int, int] = {}  # epoch -> the step after it, for iterations that ran to the end
         self._claim = False
@@ -531,6 +557,7 @@ class RecordingBatchSampler:
         micro-batch went into an update, or when the loop never reports its updates (:meth:`step_taken`)."""
         open_, self._open = self._open, None
         self._carry = None
+        self._flight["on"] = False  # what is still held was fetched ahead, never trained: no #in_flight line
         if open_ is None or not self._takes:
             return
         self.flush()
@@ -709,6 +736,8 @@ class RecordingBatchSampler:
                               "skipped batches included; wrap the loader they return: "
                               "record_batches(accelerator.prepare(loader), folder), "
                               "record_batches(skip_first_batches(prepared, n), folder, start_step=...)", stacklevel=2)
+        if self.hold:
+            self._flight["on"] = True
         if deferred:
             self._issued.clear()  # batches of an earlier iteration the loop never received
             self._end = None

@@ -23,7 +23,7 @@ from __future__ import annotations
 import bisect
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -75,7 +75,7 @@ from datacheck.trace.record import ReadStats
 from datacheck.trace.run import TraceResult
 from datacheck.trace.steps import OLMO_LEDGER_FIRST_STEP, StepConvention
 
-__all__ = ["StepRows", "logs_loader", "unlogged_tail", "micro_batch_rows", "ledger_grad_accum", "ledger_rows", "ledger_gaps", "plan_rows", "ledger_step_rows",
+__all__ = ["StepRows", "logs_loader", "unlogged_tail", "with_in_flight", "micro_batch_rows", "ledger_grad_accum", "ledger_rows", "ledger_gaps", "plan_rows", "ledger_step_rows",
            "RowAudit", "audit_step_rows",
            "DatasetIndex", "export_rows", "trace_data", "plan_steps_per_epoch", "plan_epoch_micro_batches",
            "ledger_epoch_micro_batches",
@@ -824,10 +824,14 @@ def _loader_text(cfg: Config, why: str | None) -> str:
 
 
 def ledger_step_rows(folder: str | Path, index: DatasetIndex, steps: Iterable[int],
-                     conv: StepConvention, world_size: int | None = None) -> tuple[StepRows, dict[str, Any]]:
+                     conv: StepConvention, world_size: int | None = None,
+                     in_flight: bool = False) -> tuple[StepRows, dict[str, Any]]:
     """The rows of log steps ``steps`` from a recorded ledger: log step ``N`` is optimizer step
     ``conv.optimizer_step(N)``, recorded as that number in datacheck's ledger (``record_batches``
-    numbers optimizer steps from 0) and as that number + 1 in OLMo's (its ``global_step``).
+    numbers optimizer steps from 0) and as that number + 1 in OLMo's (its ``global_step``). With
+    ``in_flight``, the micro-batches the ledger's ``#in_flight`` lines name (received by the training loop,
+    not trained to the end when its process stopped: :attr:`Ledger.in_flight`) are the rows of their steps
+    too, after the step's recorded ones.
 
     Raises:
         UsageError: the ledger cannot be read, or holds none of the steps (the message gives the
@@ -845,6 +849,12 @@ def ledger_step_rows(folder: str | Path, index: DatasetIndex, steps: Iterable[in
                          f"{max(over) + 1}), or drop --world-size")
     src = _ledger_source(led)
     base = src["first_step"]
+    flying = {s for per in led.in_flight.values() for s in per} & {conv.optimizer_step(s) + base for s in steps}
+    if in_flight and flying:
+        led = with_in_flight(led)
+        src["description"] += (f"; with the micro-batches in flight at {steps_text(min(flying), max(flying), 'ledger step')} "
+                               "when the process stopped (its #in_flight line: received, not trained to the end; the "
+                               "first was being trained)")
     space = index.space()
     out: StepRows = {}
     missing = []
@@ -871,6 +881,16 @@ def ledger_step_rows(folder: str | Path, index: DatasetIndex, steps: Iterable[in
     return out, src
 
 
+def with_in_flight(led: Ledger) -> Ledger:
+    """``led`` with its in-flight micro-batches (:attr:`Ledger.in_flight`) among its steps' batches, after
+    each step's recorded ones (a copy; ``led`` is not changed)."""
+    batches = {r: {s: list(bs) for s, bs in per.items()} for r, per in led.batches.items()}
+    for r, per in led.in_flight.items():
+        for s, bs in per.items():
+            batches.setdefault(r, {}).setdefault(s, []).extend(bs)
+    return replace(led, batches=batches)
+
+
 def unlogged_tail(res: TraceResult, folder: str | Path, conv: StepConvention) -> tuple[int, int, str] | None:
     """The log steps the ledger recorded past the log's end, for a log without an anomaly: a run that
     stopped with an error (a crash such as an embedding's ``IndexError`` on an out-of-vocabulary id, a
@@ -882,7 +902,11 @@ def unlogged_tail(res: TraceResult, folder: str | Path, conv: StepConvention) ->
     micro-batches or holds records without a step.
 
     A run that logs every ``N`` steps and ended normally has up to ``N - 1`` steps recorded and never
-    logged: the reason says both readings."""
+    logged: the reason says both readings. The Hugging Face callback records a micro-batch only once
+    the Trainer trained it, so the step a crash stopped in is not among its records: the ledger's
+    ``#in_flight`` line names the micro-batches the Trainer held when its process stopped without
+    ending the training (:attr:`Ledger.in_flight`); their steps past the log's end are the stop's, said
+    so (their rows are read with :func:`ledger_step_rows` ``in_flight``)."""
     lasts = [st.last_step for st in res.logs]
     if conv.micro_batches > 1 or conv.unplaced or not lasts or any(x is None for x in lasts):
         return None
@@ -892,12 +916,24 @@ def unlogged_tail(res: TraceResult, folder: str | Path, conv: StepConvention) ->
     except UsageError:
         return None
     base = _ledger_source(led)["first_step"]
-    after = sorted(s - base for s in led.steps if s - base > conv.optimizer_step(end))
+    done = conv.optimizer_step(end)
+    after = sorted(s - base for s in led.steps if s - base > done)
+    flying = sorted({s - base for per in led.in_flight.values() for s in per if s - base > done})
+    if flying:  # the micro-batches the Trainer held when its process stopped: the stop's step is known
+        first, last = min(after[:1] + flying), min(max(after[-1:] + flying), min(after[:1] + flying)
+                                                   + MAX_AUDITED_STEPS - 1)
+        lo, hi = conv.log_step(first), conv.log_step(last)
+        return lo, hi, (f"no anomaly in the log, but it ends at log step {end} (optimizer step {done}) and the ledger "
+                        f"names the micro-batch(es) in flight when the process stopped without ending the training "
+                        f"(its #in_flight line: received by the training loop, not trained to the end; a crash, an "
+                        f"interrupt) at {steps_text(flying[0], flying[-1], 'optimizer step')}: the run stopped there"
+                        + (f"; {steps_text(after[0], after[-1], 'optimizer step')} recorded after the log's last step "
+                           "too" if after else ""))
     if not after:
         return None
     first, last = after[0], min(after[-1], after[0] + MAX_AUDITED_STEPS - 1)
     lo, hi = conv.log_step(first), conv.log_step(last)
-    return lo, hi, (f"no anomaly in the log, but it ends at log step {end} (optimizer step {conv.optimizer_step(end)}) "
+    return lo, hi, (f"no anomaly in the log, but it ends at log step {end} (optimizer step {done}) "
                     f"and the ledger records {steps_text(first, last, 'optimizer step')} after it: a run that stopped "
                     f"with an error (a crash, a kill) stopped in {'it' if first == last else 'one of them'}, whose "
                     "batches the loop had received; a run that ended normally did not log its last steps")
@@ -1433,7 +1469,7 @@ def trace_data(res: TraceResult, paths: list[str], cfg: Config, conv: StepConven
     if len(steps) > MAX_AUDITED_STEPS:
         raise UsageError(f"{len(steps)} steps to audit (window {lo}..{hi} + {window} before); give --step N")
     if ledger is not None:
-        rows, source = ledger_step_rows(ledger, index, steps, conv, world_size)
+        rows, source = ledger_step_rows(ledger, index, steps, conv, world_size, in_flight=True)
     else:
         rows, source = plan_rows(index, steps, conv, res.consumed, res.global_batches,
                                  [(st.source, st.dataset_lines) for st in res.logs], allow_data_mismatch,
@@ -1489,4 +1525,5 @@ def trace_data(res: TraceResult, paths: list[str], cfg: Config, conv: StepConven
             "audited_optimizer_steps": [conv.optimizer_step(a), conv.optimizer_step(b)],
             "step_map": conv.describe(hi), "convention": conv.to_dict(), "warning": warning, "source": source,
             "anomaly_step": hi, "replay_step": replay_step, "replay_why": replay_why, "failing_steps": holding,
+            "unlogged_tail": stopped is not None,
             "export": None if exported is None else {"path": export, "rows": exported}}

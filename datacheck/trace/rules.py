@@ -26,7 +26,7 @@ from datacheck.trace.readers.fields import MAX_RANK
 from datacheck.trace.record import StepRecord
 from datacheck.trace.spikes import OLMO_MIN_HISTORY, ROBUST_FIRST_JUDGED, ROBUST_MIN_HISTORY, SpikeDetector, SpikeRule
 
-__all__ = ["Stream", "TraceOptions", "Rule", "LOG_RULES", "log_rule", "COLLAPSE_RUN", "MIN_LOSS_SCALE",
+__all__ = ["Stream", "TraceOptions", "Rule", "LOG_RULES", "log_rule", "open_first_window", "COLLAPSE_RUN", "MIN_LOSS_SCALE",
            "SEARCH_SCALE", "LR_RESUME_TOLERANCE", "WARMUP_DROP", "DIVERGE_FACTOR", "stream_name", "scale_search",
            "scale_text", "ZERO_RUN", "hides_non_finite", "ZeroTail"]
 
@@ -84,6 +84,9 @@ class Stream:
             a Hugging Face training bar counting again from below the last step, the Trainer's epoch back
             or its last step logged again) since this stream's previous record; False at its first.
         shared: state several rules build once per stream (the dynamics rules' kept points).
+        first_details: the details of the findings made at the stream's first training record (their
+            ``window`` is that step alone until the second record tells the logging interval:
+            :func:`open_first_window`).
     """
 
     key: Any
@@ -93,6 +96,7 @@ class Stream:
     records: int = 0
     new_launch: bool = False
     shared: dict[str, Any] = field(default_factory=dict)
+    first_details: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -124,12 +128,39 @@ def _window(s: Stream, rec: StepRecord) -> list[int]:
     return [lo, rec.step]
 
 
+def open_first_window(s: Stream, rec: StepRecord) -> None:
+    """Widen the window of the findings made at stream ``s``'s first training record (``s.prev``) once
+    its second, ``rec``, tells the logging interval ``k = rec.step - s.prev.step``: a log whose first
+    record is at step ``f`` and that logs every ``k`` steps (the Hugging Face Trainer's ``logging_steps``
+    5 logs 5, 10, ...; Lightning's ``log_every_n_steps`` 3 logs 2, 5, ...) trained the steps ``f - k + 1
+    .. f`` before its first record, unlogged, and the value logged at ``f`` may come from any of them (a
+    NaN of step 1 poisons the weights; the Trainer logs the interval's mean loss and the last grad norm).
+    So the window is ``[f - k + 1, f]``, as for a record after an unlogged interval (:func:`_window`).
+    Nothing changes when ``k`` is 1, the steps do not grow, a record carries no step number, or ``f - k
+    + 1`` would be below 0 (the log's first record is then the run's first step, or the log starts at a
+    step its interval does not lead to)."""
+    first = s.prev
+    if first is None or not s.first_details or rec.step_inferred or first.step_inferred:
+        s.first_details.clear()
+        return
+    k = rec.step - first.step
+    lo = first.step - k + 1
+    if k > 1 and lo >= 0:
+        for d in s.first_details:
+            if d.get("step") == first.step and d.get("window") == [first.step, first.step]:
+                d["window"] = [lo, first.step]
+    s.first_details.clear()
+
+
 def _details(s: Stream, rec: StepRecord, **more: Any) -> dict[str, Any]:
     good = _at(s.last_good)
-    return {"step": rec.step, "rank": s.name, "window": _window(s, rec), "where": rec.where(),
-            "lr": rec.lr, "loss_scale": rec.loss_scale, "last_good_step": good["step"],
-            "last_good_lr": good["lr"], "last_good_loss_scale": good["loss_scale"],
-            "step_inferred": rec.step_inferred, **more}
+    d = {"step": rec.step, "rank": s.name, "window": _window(s, rec), "where": rec.where(),
+         "lr": rec.lr, "loss_scale": rec.loss_scale, "last_good_step": good["step"],
+         "last_good_lr": good["lr"], "last_good_loss_scale": good["loss_scale"],
+         "step_inferred": rec.step_inferred, **more}
+    if s.prev is None:  # the window waits for the second record's interval (open_first_window)
+        s.first_details.append(d)
+    return d
 
 
 def _context(d: dict[str, Any]) -> str:
@@ -269,7 +300,14 @@ class NonFinite(Rule):
     Hugging Face log, whose ``logging_nan_inf_filter`` leaves NaN losses out of the logged one) is
     neither: the weights are not poisoned (their loss would be NaN),
     the gradients are non-finite on every step (xtuner's mmengine log: ``grad_norm: nan`` from iteration
-    240 on, the loss 2.51, 2.46)."""
+    240 on, the loss 2.51, 2.46). The other way round, a loss that stays non-finite while every grad norm
+    logged from the first non-finite loss on is finite (``details["grad_stays_finite"]``,
+    ``finite_grad_norms``: the records after it with a finite grad norm, at least one, none non-finite)
+    is neither either: the weights are not poisoned (their gradients would be NaN); the logger's running
+    sum holds the NaN (the Hugging Face Trainer with ``logging_nan_inf_filter=False`` adds every step's
+    loss into ``tr_loss`` and subtracts the logged part, NaN - NaN staying NaN, so every later logged
+    loss is NaN): the first one's step alone had a non-finite loss as far as the log tells (a micro-batch
+    whose every label is ignored, under a mean reduction: 0/0, with zero gradients)."""
 
     def __init__(self, opts: TraceOptions):
         super().__init__(opts)
@@ -282,6 +320,8 @@ class NonFinite(Rule):
         self.recovered_at: dict[Any, StepRecord] = {}
         #: per rank: records of any kind after the first non-finite one
         self.later: dict[Any, int] = {}
+        #: per rank: records after the first non-finite one with a finite / a non-finite grad norm logged
+        self.grads_after: dict[Any, list[int]] = {}
 
     def _why(self, rec: StepRecord, s: Stream) -> str | None:
         loss, g = rec.loss, rec.grad_norm
@@ -306,6 +346,8 @@ class NonFinite(Rule):
     def feed(self, rec: StepRecord, s: Stream) -> None:
         if s.key in self.first:
             self.later[s.key] = self.later.get(s.key, 0) + 1
+            if rec.grad_norm is not None:
+                self.grads_after.setdefault(s.key, [0, 0])[0 if math.isfinite(rec.grad_norm) else 1] += 1
         why = self._why(rec, s)
         if (why is not None or s.key in self.first) and rec.loss is not None and math.isfinite(rec.loss) \
                 and rec.loss != 0.0:  # an exact 0.0 is how a logger hides a NaN (log.hidden_non_finite)
@@ -337,7 +379,14 @@ class NonFinite(Rule):
             d["loss_stays_finite"] = stays
             later = self.later.get(key, 0)
             d["records_after"] = later
-            d["persistent"] = None if later == 0 else after == 0 and not stays
+            good_g, bad_g = self.grads_after.get(key, [0, 0])
+            g0 = rec.grad_norm
+            # every grad norm from the first non-finite loss on finite: the logger carries the NaN, not the weights
+            grads_ok = (after == 0 and d["metric"] == "loss" and good_g > 0 and bad_g == 0
+                        and (g0 is None or math.isfinite(g0)))
+            d["grad_stays_finite"] = grads_ok
+            d["finite_grad_norms"] = good_g
+            d["persistent"] = None if later == 0 else after == 0 and not stays and not grads_ok
             back = self.recovered_at.get(key)
             d["recovered_step"] = None if back is None else back.step
             msg = f"{s.name}: {d['reason']} at {_context(d)}; {self.count[key]} record(s) non-finite from there"
@@ -345,6 +394,13 @@ class NonFinite(Rule):
                 msg += (f"; the loss stays finite ({losses} finite loss value(s) from there) while the grad norm is "
                         "non-finite on every record: the weights are not poisoned (their loss would be NaN); the "
                         "gradients are (the optimizer skips or applies non-finite updates)")
+            elif grads_ok:
+                msg += (f"; the grad norm stays finite ({good_g} finite grad norm(s) after it, none non-finite) while "
+                        "no finite loss is logged after it: the weights are not poisoned (their gradients would be "
+                        "NaN); the logger's running sum carries the NaN on (the Hugging Face Trainer with "
+                        "logging_nan_inf_filter=False: NaN - NaN stays NaN in its tr_loss), so the later losses "
+                        "prove nothing: this step's loss was non-finite with finite gradients (e.g. a micro-batch "
+                        "whose every label is ignored, 0/0 under a mean reduction)")
             elif later == 0:
                 msg += ("; the log ends at it (no record after it): whether it persists or recovers is not known "
                         "from this log")

@@ -19,7 +19,16 @@ from datacheck.model.findings import Finding
 from datacheck.report.policy import apply_policy
 from datacheck.trace.readers import LogFile
 from datacheck.trace.record import ReadStats, StepRecord
-from datacheck.trace.rules import LOG_RULES, Rule, RunKey, Stream, TraceOptions, scale_search, stream_name
+from datacheck.trace.rules import (
+    LOG_RULES,
+    Rule,
+    RunKey,
+    Stream,
+    TraceOptions,
+    open_first_window,
+    scale_search,
+    stream_name,
+)
 from datacheck.trace.steps import RECORD, StepConvention, as_records
 
 __all__ = ["Curve", "TraceResult", "trace_logs", "jsonable", "CURVE_POINTS", "METRICS", "SEVERITY_ORDER", "NON_FINITE_CHECKS",
@@ -138,6 +147,9 @@ class TraceResult:
         fb = self.first_bad
         if fb is None:
             return
+        w = fb.get("window")
+        if w and w[0] < conv.first_step <= w[1]:  # a first record's window opened below the log's first step
+            fb["window"] = [conv.first_step, w[1]]
         if conv.unplaced and fb.get("step_inferred"):
             fb["unplaced"] = True
             fb["step_map"] = f"record {fb['step']} (the log gives no step number)"
@@ -321,6 +333,8 @@ def _trace_once(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
             s.new_launch = s.prev is not None and launch > launches[key]
             launches[key] = launch
             prev = s.prev
+            if s.records == 1 and not s.new_launch:  # the second record: the logging interval widens the
+                open_first_window(s, rec)              # window of the first record's findings
             if prev is not None and (rec.step < prev.step or s.new_launch) and len(events) < _EVENTS:
                 events.append({"kind": "resume", "step": rec.step, "rank": s.name, "from_step": prev.step,
                                "where": rec.where()})

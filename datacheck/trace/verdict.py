@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from datacheck.model.catalog import info, is_known
 from datacheck.model.findings import Finding
 from datacheck.model.order import steps_text
 from datacheck.trace.rules import GRAD_LEAD
@@ -123,6 +124,10 @@ def _next(cls: str, f: Finding, d: dict[str, Any]) -> str:
             return (f"find the parameter whose gradient is non-finite at {_at(d)} (per-parameter grad norms, or "
                     "torch.autograd.detect_anomaly) and whether the optimizer skips these steps (then nothing is "
                     "trained from the first of them); " + _replay(d))
+        if d.get("grad_stays_finite"):
+            return ("compute the per-row loss of the step's batch (reduction='none'; a micro-batch whose every label "
+                    "is ignored gives 0/0 under a mean), log it with logging_nan_inf_filter on or the loss reset "
+                    f"after each log, and {_replay(d)}")
         if d.get("persistent") is False:
             return (f"the value recovered (the scaler skipped the step); if it recurs, {_replay(d)}")
         if c == "log.loss_scale_collapse":
@@ -251,7 +256,9 @@ def _classify(f: Finding, res: TraceResult, data: dict[str, Any] | None, bad_row
            "metric": "the logged number itself", "resume": "at a resume point", "rank": "one rank"}[cls]
     if f.check == "log.non_finite":
         why += ("; the loss stays finite: the gradients are non-finite, the weights are not poisoned"
-                if d.get("loss_stays_finite") else "; persistent: no finite loss after it" if d.get("persistent")
+                if d.get("loss_stays_finite") else
+                "; the grad norm stays finite: the logger carries the NaN loss on, the weights are not poisoned"
+                if d.get("grad_stays_finite") else "; persistent: no finite loss after it" if d.get("persistent")
                 else f"; transient: finite again from step {d.get('recovered_step')}" if d.get("persistent") is False
                 else "; the log ends at it: persistent or transient is not known")
     return cls, why
@@ -441,6 +448,9 @@ def _answers(res: TraceResult, data: dict[str, Any] | None, anomalies: list[dict
         nan_inf = {"answer": f"{kind} at {_at(nf.details)} ({reason}); "
                              + ("the loss stays finite: the gradients are non-finite, the weights are not poisoned"
                                 if nf.details.get("loss_stays_finite") else
+                                "the grad norm stays finite after it: the logger carries the NaN loss on (no finite "
+                                "loss is logged again), the weights are not poisoned"
+                                if nf.details.get("grad_stays_finite") else
                                 "persistent: no finite loss after it (the weights are poisoned)" if nf.details.get("persistent")
                                 else f"transient: finite again from step {nf.details.get('recovered_step')}"
                                 if nf.details.get("persistent") is False
@@ -480,7 +490,7 @@ def _rows_answer(data: dict[str, Any], at: dict[str, Any] | None) -> dict[str, A
     n = sum(len(v) for rr in steps.values() for v in rr.values())
     where = (f"{n} row(s) in {steps_text(audited[0], audited[1])}" + (_apart(audited, at) if at is not None else "")
              if audited else f"{n} row(s)")
-    if at is None and audited:
+    if at is None and audited and data.get("unlogged_tail"):
         where += (f", the ledger's steps after the log's end (optimizer steps {data['audited_optimizer_steps'][0]}.."
                   f"{data['audited_optimizer_steps'][1]}): a run that stopped with an error stopped in "
                   + ("it" if audited[0] == audited[1] else "one of them"))
@@ -495,9 +505,24 @@ def _rows_answer(data: dict[str, Any], at: dict[str, Any] | None) -> dict[str, A
     return {"answer": where
             + (f"; {len(bad_rows)} fail a check: " + "; ".join(f"{_row_txt(r, located)}{on(r)}: {', '.join(rc[str(r)])}"
                                                                for r in bad_rows[:5]) if bad_rows else
-               "; none fails a data check (the rows look sound)" + _plan_caveat(data))
+               "; none fails a data check (the rows look sound" + _not_run(data) + ")" + _plan_caveat(data))
             + (f"; {data['source']['past_end']}" if (data.get("source") or {}).get("past_end") else ""),
             "rows": n, "bad_rows": bad_rows}
+
+
+def _not_run(data: dict[str, Any]) -> str:
+    """What "the rows look sound" leaves out: ``" to the checks that ran; N could not run on them: ID, ID,
+    ... (why: --format json, data.rows.skipped; the facts go in datacheck.toml)"``, the row audit's
+    skipped row checks (a fact the config lacks, such as ``[tokens] vocab_size`` for ``tokens.out_of_vocab``,
+    the first suspect of a run that crashed on an embedding's index, or a column the data lacks; not the
+    opt-in ``schema.*`` contract); "" when every row check ran."""
+    skipped = sorted({c for x in (data.get("rows") or {}).get("skipped") or [] for c in [str(x.get("check"))]
+                      if is_known(c) and info(c).level == "row" and not c.startswith("schema.")})
+    if not skipped:
+        return ""
+    shown = ", ".join(skipped[:20]) + (f", ... ({len(skipped)} in all)" if len(skipped) > 20 else "")
+    return (f" to the checks that ran; {len(skipped)} could not run on them: {shown} (why: --format json, "
+            "data.rows.skipped; the facts they need go in datacheck.toml)")
 
 
 def _plan_caveat(data: dict[str, Any]) -> str:

@@ -260,3 +260,36 @@ def test_every3_trace_joins_from_0_without_step_0_in_the_log(every3, log, rows_f
     assert not res["data"]["convention"]["assumed"] and res["data"]["convention"]["first_step"] == 0
     assert bad in res["data"]["rows"]["steps"][str(E_STEP)]["0"]
     assert res["data"]["rows"]["row_checks"] == {str(bad): ["finite.nan:x1"]}
+
+
+# ``every3_first``: the NaN row in step 1, before the first logged step (2). The log's first record is
+# already NaN and nothing before it was logged: the first bad step is any of 0, 1, 2 (the log's interval,
+# 3, read from its first two records), so trace audits steps 0..2, not step 2 alone (it once audited
+# step 2, whose rows are clean, and said "no good step before it").
+F_STEP = 1
+
+
+@pytest.fixture(scope="module")
+def every3_first(tmp_path_factory):
+    bad = distributed_order(torch, N, 1, 0, SEED)[F_STEP * BATCH + 5]
+    root = tmp_path_factory.mktemp("lightning_every3_first")
+    _run(root, bad, ga=1, devices=1, strategy="auto", max_steps=9, ledger=True, every=EVERY)
+    (root / "plan.toml").write_text(FEATURES + _batch(1, 1))
+    return root, bad
+
+
+@pytest.mark.parametrize("rows_from", ["ledger", "plan"])
+def test_every3_a_nan_in_the_first_interval_audits_it_whole(every3_first, rows_from):
+    root, bad = every3_first
+    assert [s["global_step"] for s in _seen(root, 0) if bad in s["rows"]] == [F_STEP]
+    assert _first_nan(root) == EVERY - 1  # the first logged step is already NaN
+    extra = ["--ledger", str(root / "run")] if rows_from == "ledger" else []
+    rc, res, err = trace_json(_logs(root)["metrics.csv"], "--data", str(root / "data"), "--config",
+                              str(root / "plan.toml"), *extra)
+    assert rc == 1, err
+    fb = res["first_bad"]
+    assert (fb["step"], fb["window"]) == (EVERY - 1, [0, EVERY - 1])
+    assert res["data"]["audited_steps"] == [0, EVERY - 1]
+    assert bad in res["data"]["rows"]["steps"][str(F_STEP)]["0"]
+    assert res["data"]["rows"]["row_checks"] == {str(bad): ["finite.nan:x1"]}
+    assert res["verdict"]["answers"]["from_step"]["first"]["window"] == [0, EVERY - 1]
