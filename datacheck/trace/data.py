@@ -29,10 +29,11 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import polars as pl
+import pyarrow.parquet as pq
 
 from datacheck.checks.batch import tokens_expr
 from datacheck.checks.registry import RowsKey
-from datacheck.derive.classlabel import with_declared_classes
+from datacheck.derive.classlabel import DeclaredSource, as_declared, declared_source, with_declared_classes
 from datacheck.derive.read import CheckInput, open_for_checks
 from datacheck.derive.tokenizer import with_tokenizer_facts
 from datacheck.engine.shard import audit_frame
@@ -1045,6 +1046,8 @@ class RowAudit:
             (token labels), None when the data has no token ``labels`` column.
         skipped: ``[(check, reason)]`` of the checks that could not run on these rows.
         frames: the selected rows of each shard, with ``_datacheck_global_index`` (for the export).
+        sources: what each of those shards' files declares (column types, schema metadata:
+            :func:`~datacheck.derive.classlabel.declared_source`), for a ``.parquet`` export.
         hashes: shard -> content hash.
     """
 
@@ -1056,6 +1059,7 @@ class RowAudit:
     supervised_tokens: dict[int, dict[int, int]] | None = None
     skipped: list[tuple[str, str]] = field(default_factory=list)
     frames: list[pl.DataFrame] = field(default_factory=list)
+    sources: list[DeclaredSource] = field(default_factory=list)
     hashes: dict[str, str] = field(default_factory=dict)
     where: dict[int, tuple[str, int]] = field(default_factory=dict)
 
@@ -1175,6 +1179,7 @@ def audit_step_rows(index: DatasetIndex, steps: StepRows, conv: StepConvention, 
                 for step, rank in where[g]:
                     tokens.setdefault(step, {}).setdefault(rank, 0)
                     tokens[step][rank] += int(n or 0)
+        ra.sources.append(declared_source(ds, data.clipped))
         ra.frames.append(frame.with_columns(
             pl.Series("_datacheck_global_index", globals_, dtype=pl.Int64),
             pl.Series("_datacheck_row", local, dtype=pl.Int64),
@@ -1213,7 +1218,10 @@ def export_rows(ra: RowAudit, path: str | Path) -> int:
     ``_datacheck_global_index``, and ``_datacheck_log_step``; rows of a Megatron plan then
     ``_datacheck_sample``, ``_datacheck_token_start`` and ``_datacheck_token_end``) in front of the data
     columns, one row per (step, rank, micro-batch, position), as Parquet (``.parquet``) or JSON lines (``.jsonl``), written
-    atomically. Replaying them needs the user's model: the file is its input.
+    atomically. A ``.parquet`` keeps the column types and schema metadata the shards' files declare
+    (:func:`datacheck.derive.classlabel.as_declared`: a ``ClassLabel``'s names, int32 ids), so the
+    export audited alone reads as its shards do. Replaying them needs the user's model: the file is
+    its input.
 
     Returns:
         The number of rows written.
@@ -1237,7 +1245,15 @@ def export_rows(ra: RowAudit, path: str | Path) -> int:
            .sort(["_datacheck_log_step", "_datacheck_rank", "__pos"]).drop("__pos"))
     lead = [c for c in (*EXPORT_COLUMNS, *SAMPLE_EXPORT_COLUMNS) if c in out.columns]
     out = out.select([*lead, *[c for c in out.columns if c not in lead]])
-    write_frame_atomic(out, path)
+
+    def write_parquet(f: Any) -> None:  # a .parquet keeps the shards' types and metadata
+        table = as_declared(out, ra.sources)
+        if table is not None:
+            pq.write_table(table, f)
+        else:
+            out.write_parquet(f)
+
+    write_frame_atomic(out, path, write_parquet)
     return out.height
 
 
