@@ -18,6 +18,9 @@ columns with the same dtypes:
 3. the Alpaca layout (String ``instruction``/``output``, optional ``input``/``system``; no
    ``messages`` column) gets a derived ``messages`` column, the conversation it stands for
    (:func:`datacheck.derive.alpaca.alpaca_messages`), so the ``sft.*`` rules judge it like chat data;
+   so does TRL's prompt-completion layout (``prompt``/``completion``, both text or both
+   conversations: :func:`datacheck.derive.alpaca.prompt_completion_messages`), whose text form is
+   never rendered by a chat template (TRL tokenizes it without one: :data:`PLAIN_PROMPT_COMPLETION`);
 4. with ``[tokens] tokenizer`` and a ``messages`` role but no tokenized columns, each conversation
    is rendered through the tokenizer's chat template (:func:`datacheck.derive.chat.render_chat`,
    transformers' ``apply_chat_template``, truncated at ``max_seq_len``) into ``input_ids``,
@@ -61,7 +64,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from datacheck.derive.alpaca import alpaca_messages
+from datacheck.derive.alpaca import alpaca_messages, prompt_completion_messages
 from datacheck.derive.chat import (
     RENDERED_COLUMNS,
     TEMPLATE_ERROR,
@@ -103,7 +106,7 @@ from datacheck.model.roles import (
 )
 
 __all__ = ["CheckInput", "open_for_checks", "count_rows", "ALPACA", "CHAT", "PAIRS", "DERIVATIONS", "UNTOKENIZED_CHAT",
-           "PROMPT_COLUMN", "explicit_prompt_column"]
+           "PROMPT_COLUMN", "explicit_prompt_column", "PLAIN_PROMPT_COMPLETION"]
 
 #: the Alpaca layout's conversation as a ``messages`` column (:func:`datacheck.derive.alpaca.alpaca_messages`)
 ALPACA = "alpaca"
@@ -210,12 +213,20 @@ def open_for_checks(source: DiscoveredShard | pl.DataFrame | pl.LazyFrame, cfg: 
     template: ChatTemplate | None = None
     wanted = roles.messages is None and cfg.columns.messages is None and ALPACA in derive
     alpaca = alpaca_messages(schema) if wanted else None
+    pc = prompt_completion_messages(schema) if wanted and alpaca is None else None
     if alpaca is not None and "messages" not in schema:
         lf = lf.with_columns(alpaca.alias("messages"))
         schema["messages"] = pl.List(pl.Struct({"role": pl.String, "content": pl.String}))
         roles = _resolve(cfg, schema, vectors)
         derived.append("messages")
-    if _renders(cfg, roles, schema) and (roles.chosen is not None or roles.rejected is not None):
+    elif pc is not None and "messages" not in schema:
+        lf = lf.with_columns(pc.expr.alias("messages"))
+        schema["messages"] = pc.dtype
+        roles = _resolve(cfg, schema, vectors)
+        derived.append("messages")
+    if pc is not None and not pc.conversational and roles.messages == "messages" and "messages" in derived:
+        roles = replace(roles, unavailable=tuple((c, PLAIN_PROMPT_COMPLETION) for c in RENDERED_COLUMNS))
+    elif _renders(cfg, roles, schema) and (roles.chosen is not None or roles.rejected is not None):
         why = ("preference data (chosen/rejected): the messages are prompts; prompt + chosen and prompt + "
                "rejected are rendered as chosen_input_ids/rejected_input_ids for the pref.* rules")
         if _renders_pairs(roles, schema) and PAIRS in derive:
@@ -265,6 +276,13 @@ def open_for_checks(source: DiscoveredShard | pl.DataFrame | pl.LazyFrame, cfg: 
                       line_format=data.line_format, line_of_row=data.line_of_row, line_base=data.line_base,
                       path=where[0], format=where[1], stream=data.stream, unrendered_pairs=unrendered,
                       chat_template=template, retyped=dict(data.retyped), clipped=clipped, uncast=uncast)
+
+
+#: the skip reason of a check of token ids, token labels or the assistant mask on TRL's text
+#: prompt-completion rows (their ``messages`` derived: :func:`datacheck.derive.alpaca.prompt_completion_messages`)
+PLAIN_PROMPT_COMPLETION = ("text prompt-completion rows: TRL tokenizes the prompt and the completion as they are, "
+                           "without a chat template, so no token columns are rendered from them (tokenize the rows "
+                           "to audit their tokens)")
 
 
 #: the skip reason of a check of token ids, token labels or the assistant mask on conversations no
