@@ -34,7 +34,7 @@ if str(ROOT) not in sys.path:  # run as a script from a checkout: the checkout's
 from datacheck.listing import list_checks  # noqa: E402
 from datacheck.model import config as cfgmod  # noqa: E402
 from datacheck.model.layouts import LAYOUT_NAMES  # noqa: E402
-from datacheck.model.roles import NAME_LABELS, ROLE_SPECS  # noqa: E402
+from datacheck.model.roles import CLASS_TARGET_NAMES, NAME_LABELS, ROLE_SPECS, TARGET_NAMES  # noqa: E402
 
 CHECKS_MD = ROOT / "docs" / "checks.md"
 CONFIG_MD = ROOT / "docs" / "config.md"
@@ -177,7 +177,11 @@ def _rows(section: str, model: type[BaseModel]) -> list[str]:
                        + ("; a list of column groups whose lists align per row" if spec.arity == "groups" else ""))
             if key == "label":
                 meaning += ("; else, with neither, a string column named " + " or ".join(f"`{n}`" for n in NAME_LABELS)
-                            + " (a class name) when only one exists")
+                            + " (a class name) when only one exists, or an integer or Boolean column named "
+                            + ", ".join(f"`{n}`" for n in CLASS_TARGET_NAMES) + " (scikit-learn's `y`, Kaggle's `target`)")
+            if key == "target":
+                meaning = ("the `target` role; inferred, when no class label is found, from a float column named "
+                           + ", ".join(f"`{n}`" for n in TARGET_NAMES) + " (the first present)")
         if meaning is None:
             raise SystemExit(f"docs/gen_reference.py: no meaning for {where}: give the field a description "
                              "or add it to MEANINGS")

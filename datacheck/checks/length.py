@@ -30,7 +30,15 @@ from datacheck.checks.roledtype import problem, problems
 from datacheck.derive.read import CHAT
 from datacheck.model import layouts as lay
 from datacheck.model.findings import Skipped
-from datacheck.model.roles import DECODER_COLUMNS, ROLE_TABLE, inner_dtype, is_list, seq2seq_layout
+from datacheck.model.roles import (
+    AUDIO_COLUMNS,
+    DECODER_COLUMNS,
+    ROLE_TABLE,
+    inner_dtype,
+    is_list,
+    list_depth,
+    seq2seq_layout,
+)
 from datacheck.model.stats import LENGTHS, LengthHistogram
 
 __all__ = ["over_max", "length_mismatch", "length_stats", "attended_length", "ctc_infeasible"]
@@ -143,18 +151,32 @@ def length_mismatch(ctx: ShardContext) -> Iterable[ShardItem]:
     an encoder-decoder (seq2seq) layout (:func:`~datacheck.model.roles.seq2seq_layout`: ``[dataset]
     schema = "seq2seq"``, or decoder columns) ``labels`` is the target
     sequence: it aligns with ``decoder_input_ids`` / ``decoder_attention_mask`` when present, else
-    with nothing, and the encoder columns align among themselves."""
+    with nothing, and the encoder columns align among themselves.
+
+    Audio rows (an :data:`~datacheck.model.roles.AUDIO_COLUMNS` column and no ``input_ids``: wav2vec2's
+    CTC rows, Whisper's): ``labels`` is the transcript (CTC targets, or decoder targets), of its own
+    length, and the ``attention_mask`` covers the audio: it aligns with a waveform ``input_values``
+    (one list level: one mask entry a sample, as ``Wav2Vec2FeatureExtractor`` pads them) and with
+    nothing else (log-mel ``input_features`` are ``[mels][frames]`` in Whisper and ``[frames][mels]``
+    elsewhere: no one axis to align). Every collated wav2vec2 CTC row was ``length.mismatch``
+    between its mask (audio samples) and its labels (characters)."""
     r = ctx.roles
     groups: list[tuple[str, ...]] = []
     s2s = seq2seq_layout(ctx.cfg.dataset.schema_, ctx.schema, ctx.layout)
     decoder = tuple(c for c in DECODER_COLUMNS if c in ctx.schema and is_list(ctx.schema[c]))
-    enc_labels = None if s2s else r.labels
+    audio = [c for c in AUDIO_COLUMNS if c in ctx.schema and is_list(ctx.schema[c])] if r.input_ids is None else []
+    enc_labels = None if (s2s or audio) else r.labels
     bad = {p.column for p in problems(ctx)}
     aligned_roles = [spec.name for spec in ROLE_TABLE if spec.aligned]
     base = tuple(c for c in (enc_labels if role == "labels" else getattr(r, role) for role in aligned_roles)
-                 if c is not None and c not in bad and is_list(ctx.schema[c]))
+                 if c is not None and c not in bad and is_list(ctx.schema[c])
+                 and not (audio and c == r.attention_mask))
     if len(base) >= 2:
         groups.append(base)
+    wave = [c for c in audio if c == "input_values" and list_depth(ctx.schema[c]) == 1]
+    mask = r.attention_mask
+    if wave and mask is not None and mask not in bad and is_list(ctx.schema[mask]):
+        groups.append((wave[0], mask))
     dec = tuple(c for c in (*decoder, r.labels if (s2s and decoder) else None)
                 if c is not None and c not in bad and is_list(ctx.schema[c]))
     if len(dec) >= 2:

@@ -31,7 +31,8 @@ first :data:`SAMPLE_ROWS` rows, read only when a rule needs them):
      run of ``[tokens] pad_token_id`` at one end of a row, of 2+ ids when it equals the eos id) or
      the rows differ in length; ``packed_lm`` when every sample row is unpadded and of one length (``group_texts``);
      unknown (unsure) when the labels match neither;
-   - without ``labels``: ``text_classification`` with a class ``label`` column; ``sft_tokenized``
+   - without ``labels``: ``text_classification`` with a class ``label`` column or a ``target`` (a
+     multi-label vector of floats, a regression score: an answer per row, not per token); ``sft_tokenized``
      with an ``assistant_mask`` (the collator makes the labels from it: TRL's ``assistant_only_loss``
      over ``apply_chat_template``'s ``assistant_masks``); else
      ``causal_lm`` (padded or of varying length) or ``packed_lm`` (one length, no padding);
@@ -39,8 +40,9 @@ first :data:`SAMPLE_ROWS` rows, read only when a rule needs them):
 7. ``text_classification`` (text and a class label) or ``regression`` (text or features and a
    ``target`` role, given in ``[columns] target`` or a float ``label``, or a float ``target``/``score``
    column);
-8. ``tabular``: numeric columns (or lists of numbers) only, with a class label (``regression`` when
-   a ``target`` role or a target-named column is a float);
+8. ``tabular``: numeric columns (or lists of numbers) only, with a class label (``label``, or an
+   integer or Boolean ``target``/``targets``/``y``: :data:`datacheck.model.roles.CLASS_TARGET_NAMES`;
+   ``regression`` when a ``target`` role or a target-named column is a float);
 9. ``raw_text``: a text role and no other role (no label of any kind, no token ids, conversations,
    pairs, features or aligned lists, inferred or given), and no other column named like a label or
    target (``coarse_label``, ``class``, ``score``, a numeric ``label_name``: unknown, asking for ``[columns] label``): a corpus
@@ -571,6 +573,9 @@ def _tokenized(schema: dict[str, pl.DataType], roles: Roles, sample: Sample, ids
     if labels is None:
         if roles.label is not None:
             return found("text_classification", f"token ids {ids!r} and class label {roles.label!r}")
+        if roles.target:
+            return found("text_classification", f"token ids {ids!r} and target {roles.target[0]!r} (one answer a "
+                                                "row: a multi-label vector or a regression score)")
         if roles.assistant_mask is not None:
             return found("sft_tokenized", f"token ids {ids!r} and assistant mask {roles.assistant_mask!r}, no "
                                           "labels (the collator makes them: the assistant tokens only)")

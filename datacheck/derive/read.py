@@ -18,6 +18,9 @@ columns with the same dtypes:
 3. the Alpaca layout (String ``instruction``/``output``, optional ``input``/``system``; no
    ``messages`` column) gets a derived ``messages`` column, the conversation it stands for
    (:func:`datacheck.derive.alpaca.alpaca_messages`), so the ``sft.*`` rules judge it like chat data;
+   so does TRL's prompt-completion layout (``prompt``/``completion``, both text or both
+   conversations: :func:`datacheck.derive.alpaca.prompt_completion_messages`), whose text form is
+   never rendered by a chat template (TRL tokenizes it without one: :data:`PLAIN_PROMPT_COMPLETION`);
 4. with ``[tokens] tokenizer`` and a ``messages`` role but no tokenized columns, each conversation
    is rendered through the tokenizer's chat template (:func:`datacheck.derive.chat.render_chat`,
    transformers' ``apply_chat_template``, truncated at ``max_seq_len``) into ``input_ids``,
@@ -29,7 +32,9 @@ columns with the same dtypes:
    :data:`datacheck.derive.chat.TEMPLATE_ERROR`). Preference data (``chosen``/``rejected`` beside the
    ``messages`` prompt) is rendered as TRL's DPOTrainer does (:func:`datacheck.derive.pairs.render_pairs`)
    into ``chosen_input_ids``/``rejected_input_ids`` (prompt + response, truncated) and the response
-   tokens each keeps, which the ``pref.*`` rules judge; so are pairs in TRL's implicit-prompt layout
+   tokens each keeps, which the ``pref.*`` rules judge, and so are pairs whose prompt is a ``prompt``
+   column of messages (TRL's conversational form with an explicit prompt, :func:`explicit_prompt_column`);
+   so are pairs in TRL's implicit-prompt layout
    (no ``messages`` prompt; ``chosen``/``rejected`` whole conversations, or LLaMA-Factory's
    ``chosen_messages``/``rejected_messages``), their prompt cut as TRL's ``maybe_extract_prompt``
    cuts it (:func:`datacheck.derive.pairs.split_implicit_pairs`; the rows it cannot render, or why
@@ -59,7 +64,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from datacheck.derive.alpaca import alpaca_messages
+from datacheck.derive.alpaca import alpaca_messages, prompt_completion_messages
 from datacheck.derive.chat import (
     RENDERED_COLUMNS,
     TEMPLATE_ERROR,
@@ -91,6 +96,7 @@ from datacheck.model.roles import (
     Roles,
     cast_expr,
     decimal_casts,
+    float_vector_labels,
     message_fields,
     null_role_casts,
     resolve_roles,
@@ -99,7 +105,8 @@ from datacheck.model.roles import (
     wide_int_casts,
 )
 
-__all__ = ["CheckInput", "open_for_checks", "count_rows", "ALPACA", "CHAT", "PAIRS", "DERIVATIONS", "UNTOKENIZED_CHAT"]
+__all__ = ["CheckInput", "open_for_checks", "count_rows", "ALPACA", "CHAT", "PAIRS", "DERIVATIONS", "UNTOKENIZED_CHAT",
+           "PROMPT_COLUMN", "explicit_prompt_column", "PLAIN_PROMPT_COMPLETION"]
 
 #: the Alpaca layout's conversation as a ``messages`` column (:func:`datacheck.derive.alpaca.alpaca_messages`)
 ALPACA = "alpaca"
@@ -198,38 +205,56 @@ def open_for_checks(source: DiscoveredShard | pl.DataFrame | pl.LazyFrame, cfg: 
         schema = dict(data.lf.collect_schema())
     except Exception as exc:  # noqa: BLE001 - any reader failure on the schema is an unreadable shard
         raise Unreadable(f"cannot read the schema: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
-    roles = _resolve(cfg, schema)
+    vectors = _label_vectors(data.lf, schema, cfg)
+    roles = _resolve(cfg, schema, vectors)
     lf = data.lf
     derived: list[str] = []
     unrendered: UnrenderedPairs | None = None
     template: ChatTemplate | None = None
     wanted = roles.messages is None and cfg.columns.messages is None and ALPACA in derive
     alpaca = alpaca_messages(schema) if wanted else None
+    pc = prompt_completion_messages(schema) if wanted and alpaca is None else None
     if alpaca is not None and "messages" not in schema:
         lf = lf.with_columns(alpaca.alias("messages"))
         schema["messages"] = pl.List(pl.Struct({"role": pl.String, "content": pl.String}))
-        roles = _resolve(cfg, schema)
+        roles = _resolve(cfg, schema, vectors)
         derived.append("messages")
-    if _renders(cfg, roles, schema) and (roles.chosen is not None or roles.rejected is not None):
+    elif pc is not None and "messages" not in schema:
+        lf = lf.with_columns(pc.expr.alias("messages"))
+        schema["messages"] = pc.dtype
+        roles = _resolve(cfg, schema, vectors)
+        derived.append("messages")
+    if pc is not None and not pc.conversational and roles.messages == "messages" and "messages" in derived:
+        roles = replace(roles, unavailable=tuple((c, PLAIN_PROMPT_COMPLETION) for c in RENDERED_COLUMNS))
+    elif _renders(cfg, roles, schema) and (roles.chosen is not None or roles.rejected is not None):
         why = ("preference data (chosen/rejected): the messages are prompts; prompt + chosen and prompt + "
                "rejected are rendered as chosen_input_ids/rejected_input_ids for the pref.* rules")
         if _renders_pairs(roles, schema) and PAIRS in derive:
             err = template_error_column(schema)
             lf, schema, cannot = _render_pairs(lf, schema, roles, cfg, err)
             derived += [c for c in (*PAIR_COLUMNS, err) if c in schema]
-            roles = _resolve(cfg, schema)
+            roles = _resolve(cfg, schema, vectors)
             why = cannot or why
         elif not _renders_pairs(roles, schema):
             why = ("preference data (chosen/rejected): the messages are prompts, and chosen/rejected are not "
                    "responses a chat template renders (text, a message, or a list of messages, in both)")
         roles = replace(roles, unavailable=tuple((c, why) for c in RENDERED_COLUMNS))
     elif cfg.tokens.tokenizer is not None and roles.messages is None and _renders_pairs(roles, schema) \
+            and (prompt := explicit_prompt_column(roles, schema)) is not None:
+        if PAIRS in derive:
+            err = template_error_column(schema)
+            lf, schema, cannot = _render_pairs(lf, schema, roles, cfg, err, prompt)
+            derived += [c for c in (*PAIR_COLUMNS, err) if c in schema]
+            roles = _resolve(cfg, schema, vectors)
+            if cannot is not None:
+                unrendered = UnrenderedPairs(roles.chosen, roles.rejected, 0, why=cannot)  # type: ignore[arg-type]
+    elif cfg.tokens.tokenizer is not None and roles.messages is None and _renders_pairs(roles, schema) \
             and all(isinstance(schema[c], pl.List) for c in (roles.chosen, roles.rejected)):
         if PAIRS in derive:
             err = template_error_column(schema)
             lf, schema, unrendered = _render_implicit_pairs(lf, schema, roles, cfg, err)
             derived += [c for c in (*PAIR_COLUMNS, err) if c in schema]
-            roles = _resolve(cfg, schema)
+            roles = _resolve(cfg, schema, vectors)
     elif _renders(cfg, roles, schema) and CHAT in derive:
         err = template_error_column(schema)
         whole = template_error_column(schema, UNTRUNCATED_ASSISTANT)
@@ -251,6 +276,13 @@ def open_for_checks(source: DiscoveredShard | pl.DataFrame | pl.LazyFrame, cfg: 
                       line_format=data.line_format, line_of_row=data.line_of_row, line_base=data.line_base,
                       path=where[0], format=where[1], stream=data.stream, unrendered_pairs=unrendered,
                       chat_template=template, retyped=dict(data.retyped), clipped=clipped, uncast=uncast)
+
+
+#: the skip reason of a check of token ids, token labels or the assistant mask on TRL's text
+#: prompt-completion rows (their ``messages`` derived: :func:`datacheck.derive.alpaca.prompt_completion_messages`)
+PLAIN_PROMPT_COMPLETION = ("text prompt-completion rows: TRL tokenizes the prompt and the completion as they are, "
+                           "without a chat template, so no token columns are rendered from them (tokenize the rows "
+                           "to audit their tokens)")
 
 
 #: the skip reason of a check of token ids, token labels or the assistant mask on conversations no
@@ -309,14 +341,33 @@ def _renders_pairs(roles: Roles, schema: dict[str, pl.DataType]) -> bool:
     return all(response_turns(c, schema[c]) is not None for c in (roles.chosen, roles.rejected))
 
 
+#: the column of TRL's explicit prompt in conversational preference data (``{"prompt": [{"role": "user",
+#: ...}], "chosen": [{"role": "assistant", ...}], "rejected": [...]}``, TRL's "conversational, explicit
+#: prompt" form, which DPOTrainer renders as prompt + chosen and prompt + rejected)
+PROMPT_COLUMN = "prompt"
+
+
+def explicit_prompt_column(roles: Roles, schema: dict[str, pl.DataType]) -> str | None:
+    """The column holding each pair's prompt as messages (:data:`PROMPT_COLUMN`, a list of
+    ``{role, content}`` structs) beside ``chosen``/``rejected``, or None. Such pairs were read as TRL's
+    implicit-prompt layout (two whole conversations), which they are not: their responses share no
+    leading turn, so no pair was rendered and every rendered id column was null (``empty.sequence``
+    on every row of clean data)."""
+    col = PROMPT_COLUMN
+    if col not in schema or col in (roles.chosen, roles.rejected) or not isinstance(schema[col], pl.List):
+        return None
+    return col if message_fields(schema[col]) is not None else None
+
+
 def _render_pairs(lf: pl.LazyFrame, schema: dict[str, pl.DataType], roles: Roles, cfg: Config,
-                  err: str) -> tuple[pl.LazyFrame, dict[str, pl.DataType], str | None]:
+                  err: str, prompt: str | None = None) -> tuple[pl.LazyFrame, dict[str, pl.DataType], str | None]:
     """The rendered pair columns (:func:`datacheck.derive.pairs.render_pairs`) added to the rows, or the
-    reason it cannot render (transformers missing, no chat template)."""
+    reason it cannot render (transformers missing, no chat template). The prompts are the ``messages``
+    role's conversations, or the column ``prompt`` names (:func:`explicit_prompt_column`)."""
     tok, why = load_chat_tokenizer(cfg.tokenizer_path() or "")
     if tok is None:
         return lf, schema, why
-    col, a, b = roles.messages, roles.chosen, roles.rejected
+    col, a, b = prompt or roles.messages, roles.chosen, roles.rejected
     mf = message_fields(schema[col])
     try:
         df = lf.collect()
@@ -359,9 +410,34 @@ def _render_implicit_pairs(lf: pl.LazyFrame, schema: dict[str, pl.DataType], rol
         template_rejected=tuple(out.rejected), first_error=first)
 
 
-def _resolve(cfg: Config, schema: dict[str, pl.DataType]) -> Roles:
+def _resolve(cfg: Config, schema: dict[str, pl.DataType], vectors: bool = False) -> Roles:
     return resolve_roles(cfg.columns, schema,
-                         class_domain=cfg.labels.num_classes is not None or cfg.labels.classes is not None)
+                         class_domain=cfg.labels.num_classes is not None or cfg.labels.classes is not None,
+                         label_vectors=vectors)
+
+
+#: rows read to tell a float ``labels`` list beside token ids (:func:`_label_vectors`)
+VECTOR_SAMPLE_ROWS = 1000
+
+
+def _label_vectors(lf: pl.LazyFrame, schema: dict[str, pl.DataType], cfg: Config) -> bool:
+    """Whether a float-list ``labels`` column beside the token ids (:func:`datacheck.model.roles.float_vector_labels`)
+    is a per-row target vector (multi-label classification's one float per class: the tokenized
+    rows of Hugging Face's multi-label recipe) rather than token labels written as floats: in the
+    first :data:`VECTOR_SAMPLE_ROWS` rows with both lists, every ``labels`` list has one length and
+    it differs from the ids' in more than half of them (token labels align with the ids in every
+    row; a row where they do not is ``length.mismatch``). Reads two list lengths of those rows only
+    when the schema asks (no config role for them); False when they cannot be read."""
+    ids = cfg.columns.input_ids or "input_ids"
+    if (cfg.columns.labels is not None or cfg.columns.target is not None or not float_vector_labels(schema)
+            or not isinstance(schema.get(ids), (pl.List, pl.Array))):
+        return False
+    try:
+        df = (lf.select(pl.col("labels").list.len().alias("n"), pl.col(ids).list.len().alias("m"))
+              .head(VECTOR_SAMPLE_ROWS).collect().drop_nulls())
+    except Exception:  # noqa: BLE001 - unreadable rows tell nothing: the schema's rule stands
+        return False
+    return bool(df.height) and df["n"].n_unique() == 1 and 2 * int((df["n"] != df["m"]).sum()) > df.height
 
 
 def count_rows(path: Path | str, fmt: str, cfg: Config) -> int | None:

@@ -5,7 +5,8 @@ GLUE pair columns ``sentence1``/``sentence2``) are text; a scalar ``label`` of i
 categorical or boolean dtype is the class label (a float ``label`` is a regression ``target``, unless
 ``[labels] num_classes`` or ``classes`` is set: then it is the class label); with no class label, a
 float ``target``/``targets``/``score``/``y`` column is the ``target`` too (:data:`TARGET_NAMES`, the
-names the layout recognizer calls a shard ``regression`` by); a
+names the layout recognizer calls a shard ``regression`` by), and with no ``label``/``labels`` column
+an integer or Boolean ``target``/``targets``/``y`` is the class label (:data:`CLASS_TARGET_NAMES`); a
 list-typed ``labels`` is token labels (a scalar ``labels`` is a class label); ``input_ids``,
 ``attention_mask`` and ``token_type_ids`` as named (list-typed); preference pairs ``chosen``/``rejected``
 (also LLaMA-Factory's ``*_messages`` and TRL's tokenized ``chosen_input_ids``/``rejected_input_ids``,
@@ -31,7 +32,8 @@ __all__ = ["Roles", "RoleSpec", "ROLE_TABLE", "ROLE_SPECS", "resolve_roles", "nu
            "DECODER_COLUMNS", "TAG_NAMES", "WORDS_NAME", "seq2seq_layout",
            "MESSAGE_ROLE_FIELDS", "MESSAGE_CONTENT_FIELDS", "MESSAGE_PART_TEXT_FIELDS", "CHAT_ROLE_NAMES",
            "MessageFields", "message_fields", "narrows_wide_int", "wide_int_casts", "decimal_casts",
-           "cast_expr", "INT64_MIN", "INT64_MAX", "TOKEN_ID_SUFFIX", "token_id_columns", "TARGET_NAMES"]
+           "cast_expr", "INT64_MIN", "INT64_MAX", "TOKEN_ID_SUFFIX", "token_id_columns", "TARGET_NAMES",
+           "CLASS_TARGET_NAMES", "float_vector_labels"]
 
 @dataclass(frozen=True)
 class RoleSpec:
@@ -349,6 +351,18 @@ def _mask_list(dtype: pl.DataType) -> bool:
 #: shard ``regression`` by them
 TARGET_NAMES = ("label", "labels", "target", "targets", "score", "y")
 
+#: integer or Boolean columns taken as the class label, in this order, when the shard has no
+#: ``label``/``labels`` column and the config names no label or target (scikit-learn's ``y``, Kaggle's
+#: ``target``: the float ones of these names are the regression target, :data:`TARGET_NAMES`)
+CLASS_TARGET_NAMES = ("target", "targets", "y")
+
+
+def _class_index_dtype(dtype: pl.DataType) -> bool:
+    """Dtypes a :data:`CLASS_TARGET_NAMES` column is the class label in: integer (an integral
+    decimal too) or Boolean; never a string (``targets`` of text are a seq2seq target) nor a float."""
+    return dtype.is_integer() or _integral_decimal(dtype) or dtype == pl.Boolean
+
+
 #: the name Hugging Face and TRL give a list of token ids other than the model's ``input_ids``: TRL's
 #: tokenized pairs ``prompt_input_ids`` / ``chosen_input_ids`` / ``rejected_input_ids``
 #: (``DPOTrainer.tokenize_row``), KTO's ``completion_input_ids``, an encoder-decoder's ``decoder_input_ids``
@@ -367,8 +381,26 @@ def token_id_columns(roles: "Roles", schema: dict[str, pl.DataType]) -> tuple[st
     return tuple(dict.fromkeys(out))
 
 
-def resolve_roles(cfg: ColumnsSection, schema: dict[str, pl.DataType], class_domain: bool = False) -> Roles:
+def float_vector_labels(schema: dict[str, pl.DataType]) -> bool:
+    """Whether the shard's ``labels`` column is a one-level list of floats (``List(Float*)``): a
+    multi-label (or multi-output) target vector when it does not align with a token sequence
+    (:func:`resolve_roles`' ``label_vectors``), else token labels written as floats."""
+    t = schema.get("labels")
+    return isinstance(t, (pl.List, pl.Array)) and list_depth(t) == 1 and inner_dtype(t).is_float()
+
+
+def resolve_roles(cfg: ColumnsSection, schema: dict[str, pl.DataType], class_domain: bool = False,
+                  label_vectors: bool = False) -> Roles:
     """Resolve roles against one shard's schema (``{column: dtype}``).
+
+    A ``labels`` column of float lists (:func:`float_vector_labels`) is the ``target`` role, a
+    multi-label target (Hugging Face's ``problem_type="multi_label_classification"``: one float per
+    class, as ``BCEWithLogitsLoss`` needs them) or a multi-output regression target, when no token
+    sequence sits beside it (no ``input_ids``, no ``tokens`` words) or when ``label_vectors`` says
+    the rows show it (the caller read them: every sampled row's list of one length, unlike the
+    ids'; :func:`datacheck.derive.read.open_for_checks`); else it stays token labels, and its float
+    dtype is ``schema.dtype``. It was always token labels: every clean multi-label shard failed
+    with ``schema.dtype`` ("a float id cannot index an embedding").
 
     Inference of the class label: a scalar ``label`` (else ``labels``) column of integer, string,
     categorical or boolean dtype. A float ``label`` column (e.g. STS-B similarity scores in
@@ -413,10 +445,16 @@ def resolve_roles(cfg: ColumnsSection, schema: dict[str, pl.DataType], class_dom
     labels = one("labels", cfg.labels)
     # columns the config gives a numeric role are never inferred as anything else
     numeric_given = set(_as_tuple(cfg.target)) | set(_as_tuple(cfg.features))
+    # a float-list ``labels`` that aligns with no token sequence is a multi-label target vector
+    vector = (cfg.labels is None and cfg.target is None and "labels" not in numeric_given and "labels" not in text
+              and float_vector_labels(schema) and (label_vectors or ((cfg.input_ids or "input_ids") not in schema
+                                                                    and WORDS_NAME not in schema)))
     # an all-null ``labels`` beside input_ids is token labels, elsewhere a class label
-    token_shaped = "labels" in schema and (is_list(schema["labels"])
-                                           or (_all_null(schema["labels"]) and "input_ids" in schema))
-    inferred_target: list[str] = []
+    token_shaped = not vector and "labels" in schema and (is_list(schema["labels"])
+                                                          or (_all_null(schema["labels"]) and "input_ids" in schema))
+    inferred_target: list[str] = ["labels"] if vector else []
+    if vector:
+        inferred.add("target")
     if cfg.label is None:
         for cand in ("label", "labels"):
             if (cand not in schema or is_list(schema[cand]) or cand == labels or cand in numeric_given
@@ -440,6 +478,17 @@ def resolve_roles(cfg: ColumnsSection, schema: dict[str, pl.DataType], class_dom
                        and c not in numeric_given and c not in text]
         if len(named_label) == 1:
             label = named_label[0]
+            inferred.add("label")
+    if (cfg.label is None and cfg.target is None and label is None and not inferred_target
+            and "label" not in schema and "labels" not in schema):
+        # an integer or Boolean column named as a target (CLASS_TARGET_NAMES: scikit-learn's ``y``,
+        # Kaggle's ``target``) is the class label, as a float one is the regression target below:
+        # a numeric shard of features and an integer ``target`` was of no layout and its null
+        # features passed (a string ``targets`` is seq2seq target text, never a class)
+        named_class = next((c for c in CLASS_TARGET_NAMES if c in schema and _class_index_dtype(schema[c])
+                            and c not in numeric_given and c not in text), None)
+        if named_class is not None:
+            label = named_class
             inferred.add("label")
     if cfg.target is None and not inferred_target and label is None:
         # a float column named as a regression target (TARGET_NAMES: the name rule the layout
