@@ -208,6 +208,24 @@ def test_a_resume_with_other_settings_continuing_the_trained_rows_is_the_plan(tm
     assert f"launch at step {start} planned with batch_size {b2} x world_size {w2} x grad_accum {g2}" in res.stdout
 
 
+def test_a_resume_onto_a_world_size_that_pads_plans_the_padding_of_the_last_launch(tmp_path):
+    """One rank trains 5 batches of 2 (10 rows), the run resumes on 5 ranks, each skipping 1 batch: 24 rows
+    over 5 ranks pad the permutation with its first row (rank 4's last), trained before the resume too. The
+    padding is the resumed launch's, so that row's second visit is planned: no finding (counted with the
+    first launch's plan, it would be seen twice)."""
+    segment(tmp_path, world=1, rank=0, steps=5)
+    for r in range(5):
+        segment(tmp_path, world=5, rank=r, skip=1, steps=2, start_step=5)
+    p = perm()
+    padded = p + p[:1]
+    led = read_ledger(tmp_path)
+    for r in range(5):
+        assert [i for s in (5, 6) for b in led.batches[r][s] for i in b.indices] == padded[r::5][2:]
+    assert sum(i == p[0] for per in led.batches.values() for bs in per.values() for b in bs for i in b.indices) == 2
+    v = verify(tmp_path)
+    assert v.findings == [] and v.seen_twice["count"] == 0 and v.never_seen["completed_epochs"] == [0]
+
+
 @pytest.mark.parametrize("off, kind", [(1, "skip_ahead"), (-1, "rewind")], ids=["a batch skipped", "a batch again"])
 @pytest.mark.parametrize("name", ["batch size 2 -> 4", "world 2 -> 1", "world 1 -> 2"])
 def test_a_resume_with_other_settings_off_by_a_batch_is_flagged(tmp_path, name, off, kind):
