@@ -30,6 +30,16 @@ by where the run was (the epoch in progress and the rows every rank had trained 
 is the first divergent one, ``divergence.run_position`` says where the run was, and a note gives the
 Trainer's arithmetic.
 
+**A ``record_batches`` run resumed with other settings** (its steps counted over every rank): a segment whose
+``#state`` line records a ``batch_size``, ``grad_accum`` or ``num_replicas`` other than the first one's is
+planned with its launch's own settings (:func:`_launch_offsets`, ``plan.launches``): its first step at the
+first micro-batch of its own order past the rows every rank had trained of its epoch before it (torch's
+``DistributedSampler`` orders an epoch as one permutation whatever the world size, accelerate deals the
+batches of one order: the rows trained are the first rows of every launch's order), its later epochs from
+their start; each epoch's visits are counted with the settings of the last launch that trained it (its
+padding and ``drop_last``). A resume that skipped a batch more or fewer is then ``skip_ahead``, ``rewind`` or
+``restart_of_epoch`` at its first step.
+
 **Datasets whose size changes between epochs.** Each ``#state`` line that starts an epoch records the
 rows its sampler's dataset held (``dataset_rows``; older ledgers: a ``RandomSampler``'s ``num_samples``).
 When an epoch's size is not ``n_rows``, every epoch is planned over its own size, and a step's in-epoch step
@@ -60,7 +70,8 @@ start, an epoch, a resume) is classified by locating its first recorded step in 
 ``continuation`` (the planned step), ``restart_of_epoch`` (the epoch's step 0: the position was
 lost), ``rewind`` (an earlier step of the epoch), ``skip_ahead`` (a later one: batches skipped), ``another_epoch`` (the same position in another
 epoch's permutation: the sampler's epoch was lost, ``set_epoch`` not called), ``world_size_changed``
-(the step of a plan with the segment's own ``num_replicas``), or ``unknown``.
+(the step of a plan with the segment's own ``num_replicas``, where its launch is not planned with its own
+settings), or ``unknown``.
 
 **accelerate's unseeded RandomSampler** (``DataLoader(shuffle=True)`` prepared without
 ``use_seedable_sampler``: accelerate seeds its generator from the process's torch RNG, and the ledger records
@@ -190,7 +201,8 @@ class _Plans:
     """Epoch orders of the plan (and of other world sizes), built on demand and cached."""
 
     def __init__(self, n_rows: int, batch: BatchSection, sizes: dict[int, int] | None = None,
-                 cut: dict[tuple[int, int], int] | None = None, launches: dict[int, BatchSection] | None = None):
+                 cut: dict[tuple[int, int], int] | None = None, launches: dict[int, BatchSection] | None = None,
+                 tails: dict[int, BatchSection] | None = None):
         self.n_rows, self.batch = n_rows, batch
         #: epoch -> the rows its dataset held (an epoch not named: ``n_rows``)
         self.sizes = sizes or {}
@@ -200,6 +212,10 @@ class _Plans:
         #: epoch -> the settings of the launch that began it, where they are not ``batch``'s (a run resumed
         #: with another batch size, grad_accum or world size: :func:`_launch_settings`)
         self.launches = launches or {}
+        #: epoch -> the settings of the last launch that trained it, where its visits are counted with them (a
+        #: ``record_batches`` run resumed with other settings: the rows the launches before it trained are the
+        #: first rows of every launch's order, the padding and the rows ``drop_last`` drops are the last one's)
+        self.tails = tails or {}
         self._orders: dict[tuple[int, int, int, int], EpochOrder] = {}
         self._index: dict[tuple[int, int, int, int], dict[tuple[int, ...], tuple[int, int]]] = {}
 
@@ -264,7 +280,9 @@ class _Plans:
             epoch, n = epoch + 1, n - steps
 
     def counts(self, epoch: int) -> np.ndarray:
-        o = self.order(epoch)
+        """Each row's planned visits in ``epoch`` (int64, shape ``(n_rows,)``): under the settings of the
+        launch that ended it (``tails``), else its own (:meth:`batch_of`)."""
+        o = self.order(epoch, batch=self.tails.get(epoch))
         parts = [mb for mbs in o.ranks for mb in mbs]
         idx = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
         return np.bincount(idx, minlength=self.n_rows)[: self.n_rows]
@@ -291,6 +309,44 @@ def _launch_settings(led: Ledger, batch: BatchSection,
             known.update({k: v for k in base if (v := _int(sg["state"].get(k))) is not None and v > 0})
             upd = {field_of[k]: v for k, v in known.items() if v is not None and base[k] is not None and v != base[k]}
             got.append(batch.model_copy(update=upd) if upd else None)
+        out[r] = got
+    return out
+
+
+def _launch_offsets(plans: _Plans, segments: dict[int, list[dict[str, Any]]],
+                    seg_batch: dict[int, list[BatchSection | None]], batch: BatchSection) -> dict[int, list[tuple[int, int]]]:
+    """Per rank, per segment (:func:`_rank_segments`) of a ``record_batches`` ledger resumed with other settings:
+    ``(micro_batch, rows_before)``: the micro-batch of the rank's order under the segment's own launch settings
+    (``seg_batch``, else ``batch``) its first step begins at, and the rows every rank recorded of the segment's
+    epoch before its start step (the rows the launches before it trained).
+
+    The launch continues the samples already consumed: torch's ``DistributedSampler`` orders an epoch as one
+    permutation of its seed whatever the world size (rank ``r`` takes positions ``r, r + W, ...``) and accelerate
+    deals the batches of one order, so the rows the run trained of the epoch are the first rows of the new
+    launch's order too, and its first step is the first micro-batch past them: the most micro-batches per rank
+    whose rows over every rank of the new plan are at most ``rows_before`` (a resume whose rows do not end on a
+    batch of the new size starts at the batch holding the cut: its consumed rows are trained again, counted
+    by the visits). A segment after its rank's iteration that ran to its end begins its epoch at micro-batch 0
+    (a rank that began the epoch sooner is ``order.rank_skew``, not this rank's position)."""
+    out: dict[int, list[tuple[int, int]]] = {}
+    for r, segs in segments.items():
+        got: list[tuple[int, int]] = []
+        for k, sg in enumerate(segs):
+            e = sg["epoch"]
+            # a rank's iteration after one that ran to its end begins the epoch: nothing of it is trained before
+            began = k > 0 and segs[k - 1]["ran_out"] and segs[k - 1]["epoch"] < e
+            before = 0 if began else sum(len(m) for other in segments.values() for x in other
+                                         if x["epoch"] == e and x["start"] < sg["start"] for m in x["mbs"])
+            mb = 0
+            if before:
+                o = plans.order(e, batch=seg_batch[r][k] or batch)
+                acc, most = 0, max((len(x) for x in o.ranks), default=0)
+                while mb < most:
+                    rows = sum(len(x[mb]) for x in o.ranks if mb < len(x))
+                    if acc + rows > before:
+                        break
+                    acc, mb = acc + rows, mb + 1
+            got.append((mb, before))
         out[r] = got
     return out
 
@@ -499,17 +555,29 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
     starts = _epoch_starts(segments)
     # a run resumed with another batch size, grad_accum or world size (own step counting: the Trainer's
     # arithmetic): each launch's epochs planned with its settings, its steps placed where its loop put them
-    seg_batch = _launch_settings(led, batch, segments) if own else {}
+    seg_batch = _launch_settings(led, batch, segments) if led.format == "datacheck" else {}
+    # a record_batches ledger (its steps counted over every rank) resumed with other settings: each launch
+    # planned with its own, from the rows the run had trained of the epoch (:func:`_launch_offsets`)
+    per_launch = not own and any(b is not None for bs in seg_batch.values() for b in bs)
+    if not (own or per_launch):
+        seg_batch = {}
     launches: dict[int, BatchSection] = {}  # epoch -> the settings of the launch that began it (not the plan's)
-    for r in sorted(seg_batch):
+    for r in sorted(seg_batch) if own else ():
         begun: set[int] = set()
         for k, sg in enumerate(segments[r]):
             if sg["epoch"] not in begun:
                 begun.add(sg["epoch"])
                 if (b := seg_batch[r][k]) is not None:
                     launches.setdefault(sg["epoch"], b)
-    relaunched = any(b is not None for bs in seg_batch.values() for b in bs)
-    plans = _Plans(n_rows, batch, launches=launches)
+    relaunched = own and any(b is not None for bs in seg_batch.values() for b in bs)
+    # per_launch: an epoch's visits are counted with the settings of the last launch that trained it
+    last_launch: dict[int, tuple[int, BatchSection | None]] = {}
+    for r, segs in segments.items() if per_launch else ():
+        for k, sg in enumerate(segs):
+            if sg["mbs"] and (sg["epoch"] not in last_launch or sg["start"] >= last_launch[sg["epoch"]][0]):
+                last_launch[sg["epoch"]] = (sg["start"], seg_batch[r][k])
+    tails = {e: b for e, (_s, b) in last_launch.items() if b is not None}
+    plans = _Plans(n_rows, batch, launches=launches, tails=tails)
     cut_rows: dict[str, int] = {}
     sizes, unknown, size_notes = _epoch_sizes(segments, plans, starts)
     if sizes and max(sizes.values()) > n_rows:
@@ -525,8 +593,8 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
            if (c := _int(st.get("trainer_epoch_batches"))) is not None and c > 0}
     notes.extend(size_notes)
     if varying or cut:
-        full = _Plans(n_rows, batch, sizes if varying else None, launches=launches)
-        plans = _Plans(n_rows, batch, sizes if varying else None, cut, launches=launches)
+        full = _Plans(n_rows, batch, sizes if varying else None, launches=launches, tails=tails)
+        plans = _Plans(n_rows, batch, sizes if varying else None, cut, launches=launches, tails=tails)
         cut_rows: dict[str, int] = {}
         for (e, r), c in sorted(cut.items()):
             if e in unknown:
@@ -593,7 +661,24 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
     bounds = {r: sorted((st0, e) for st0, e, _st in got) for r, got in starts.items()}
     # a relaunch with other settings: each step placed in its segment, which begins at in-epoch step
     # ``skipped // grad_accum`` (the resumed Trainer's updates already taken in the epoch it re-reads)
-    seg_firsts = {r: [sg["start"] for sg in segs] for r, segs in segments.items()} if relaunched else {}
+    seg_firsts = ({r: [sg["start"] for sg in segs] for r, segs in segments.items()} if relaunched or per_launch
+                  else {})
+    offsets = _launch_offsets(plans, segments, seg_batch, batch) if per_launch else {}
+    if per_launch:
+        # each segment that begins a launch on its rank (its first, or one whose settings are not the one's before)
+        plan_info["launches"] = []
+        for r, segs in sorted(segments.items()):
+            for k, sg in enumerate(segs):
+                if k == 0 or seg_batch[r][k] != seg_batch[r][k - 1]:
+                    b = seg_batch[r][k] or batch
+                    plan_info["launches"].append(
+                        {"rank": r, "start_step": sg["start"], "epoch": sg["epoch"], "batch_size": b.batch_size,
+                         "world_size": b.world_size, "grad_accum": b.grad_accum, "micro_batch": offsets[r][k][0],
+                         "rows_before": offsets[r][k][1]})
+        notes.append("the run was resumed with another batch size, grad_accum or world size: each launch is planned "
+                     "with its own settings (plan.launches), its first step at the first micro-batch of its order past "
+                     "the rows the run had trained of the epoch, and each epoch's visits with the settings of the last "
+                     "launch that trained it")
     seg_monotone = {r: all(a <= b for a, b in zip(f, f[1:])) for r, f in seg_firsts.items()}
 
     def seg_at(step: int, rank: int) -> int | None:
@@ -611,10 +696,15 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
 
     def sbatch(step: int, rank: int) -> BatchSection | None:
         """The settings of the launch that recorded ``step`` on ``rank`` (None: the epoch's own)."""
-        k = seg_at(step, rank) if relaunched else None
+        k = seg_at(step, rank) if relaunched or per_launch else None
         return None if k is None else (seg_batch[rank][k] or batch)
 
     def pos(step: int, rank: int | None = None) -> tuple[int, int]:
+        if per_launch and rank is not None:
+            k = seg_at(step, rank)
+            if k is not None:
+                sg = segments[rank][k]
+                return sg["epoch"], step - sg["start"] + offsets[rank][k][0] // (seg_batch[rank][k] or batch).grad_accum
         if relaunched and rank is not None:
             k = seg_at(step, rank)
             if k is not None:
@@ -629,6 +719,21 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
             if got is not None:
                 return got
         return divmod(step - first, spe)
+
+    def planned_rows(step: int, rank: int) -> tuple[int, ...] | None:
+        """The plan's rows of ``step`` on ``rank`` (micro-batches concatenated), or None past its epoch: with
+        ``per_launch``, the micro-batches of the rank's order under its launch's settings from the micro-batch
+        its segment begins at (:func:`_launch_offsets`), ``grad_accum`` of them a step."""
+        k = seg_at(step, rank) if per_launch else None
+        if k is None:
+            return plans.step_rows(*pos(step, rank), rank, batch=sbatch(step, rank))
+        sg, b = segments[rank][k], seg_batch[rank][k] or batch
+        o = plans.order(sg["epoch"], batch=b)
+        mbs = o.ranks[rank] if rank < len(o.ranks) else ()
+        lo = offsets[rank][k][0] + (step - sg["start"]) * b.grad_accum
+        if not 0 <= lo < len(mbs):
+            return None
+        return tuple(int(g) for m in mbs[lo:lo + b.grad_accum] for g in m)
 
     # the micro-batches a #state line says its first step holds from the epoch before (``carried``: the
     # Hugging Face Trainer's shrunk epoch) are that epoch's, not the step's own: compared without them
@@ -684,10 +789,12 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
                 if start - first < 0:
                     seg["order"] = "unknown"
                 else:
-                    planned = plans.step_rows(e_plan, s_plan, r, batch=sbatch(start, r))
+                    planned = planned_rows(start, r)
                     if planned == rows:
                         seg["order"] = "start" if kind == "start" else "continuation"
                         seg["located"] = {"epoch": e_plan, "step": s_plan, "rank": r}
+                        if per_launch and (b := sbatch(start, r)) is not None and b.world_size != ws:
+                            seg["located"]["world_size"] = b.world_size
                     else:
                         seg["order"], seg["located"] = _classify(plans, rows, e_plan, s_plan, sws, epochs_seen,
                                                                  sbatch(start, r))
@@ -723,7 +830,7 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
                 f"trained {j['run_rows']} rows of epoch {j['run_epoch']}: {what}", count=len(jumps[s]), **v.divergence))
             break
         bad = [r for r in sorted(steps[s]) if pos(s, r)[0] not in unknown
-               and plans.step_rows(*pos(s, r), r, batch=sbatch(s, r)) != tuple(own_rows(s, r))]
+               and planned_rows(s, r) != tuple(own_rows(s, r))]
         if bad:
             r = bad[0]
             e, k = pos(s, r)
@@ -1079,6 +1186,10 @@ def summary_lines(v: OrderVerdict) -> list[str]:
     for (bs, ws, ga), es in by_settings.items():
         out.append(f"  epoch(s) {es} planned with the settings of the launch that began them: batch_size {bs} x "
                    f"world_size {ws} x grad_accum {ga}")
+    for ln in p.get("launches") or ():
+        out.append(f"  rank {ln['rank']}: launch at step {ln['start_step']} planned with batch_size {ln['batch_size']} "
+                   f"x world_size {ln['world_size']} x grad_accum {ln['grad_accum']}: epoch {ln['epoch']} from "
+                   f"micro-batch {ln['micro_batch']} ({ln['rows_before']} rows of it trained before)")
     for sg in v.segments:
         if sg["kind"] == "epoch":
             continue

@@ -5,7 +5,10 @@ SPEC``), started by the test with torchrun's environment (``RANK``, ``LOCAL_RANK
 ``ROOT/rows.json`` holds the rows (``x1``, ``x2``, ``label``); ``SPEC`` is a JSON object: ``seed``,
 ``batch`` (``per_device_train_batch_size``), ``ga`` (``gradient_accumulation_steps``), optionally
 ``even_batches`` (accelerate's, through ``accelerator_config``; default true) and ``max_steps``. The model is a
-linear layer returning the mean cross-entropy; ``DatacheckCallback`` records the ledger in
+linear layer returning the mean cross-entropy. Optional keys for a run stopped and resumed: ``epochs``
+(``num_train_epochs``, default 1), ``save_steps`` (a checkpoint every so many steps; default none), ``resume``
+(the checkpoint folder under ``ROOT/out`` to resume from) and ``tag`` (appended to the ``seen``/``trained``
+file names, so the resumed launch keeps the first one's). ``DatacheckCallback`` records the ledger in
 ``ROOT/out/data-indices/``. Each process writes ``ROOT/seen{rank}.json``: the row ids of every
 micro-batch its forward saw, in order, and ``ROOT/trained{rank}.json``: ``[state.global_step, row ids]`` of
 each (the Trainer's own step count on that process while it trains the micro-batch); the callback writes the Trainer's ``trainer_state.json`` to
@@ -41,8 +44,9 @@ def main(root: Path, spec: dict) -> None:
     torch.manual_seed(0)
     args = transformers.TrainingArguments(
         str(root / "out"), use_cpu=True, per_device_train_batch_size=spec["batch"],
-        gradient_accumulation_steps=spec["ga"], num_train_epochs=1, logging_steps=1, seed=spec["seed"],
-        report_to=[], save_strategy="no", disable_tqdm=True, remove_unused_columns=False,
+        gradient_accumulation_steps=spec["ga"], num_train_epochs=spec.get("epochs", 1), logging_steps=1,
+        seed=spec["seed"], report_to=[], save_strategy="steps" if spec.get("save_steps") else "no",
+        save_steps=spec.get("save_steps") or 500, disable_tqdm=True, remove_unused_columns=False,
         ddp_find_unused_parameters=False, max_steps=spec.get("max_steps", -1),
         accelerator_config={"even_batches": spec.get("even_batches", True)})
     trainer = transformers.Trainer(model=linear_model(torch, record, int(y.max()) + 1), args=args,
@@ -51,9 +55,10 @@ def main(root: Path, spec: dict) -> None:
     assert trainer.args.world_size == 2, trainer.args.world_size
     with warnings.catch_warnings():  # the console: the Trainer's printed dicts, on the main process's stdout
         warnings.simplefilter("ignore")
-        trainer.train()
-    (root / f"seen{os.environ['RANK']}.json").write_text(json.dumps(seen))
-    (root / f"trained{os.environ['RANK']}.json").write_text(json.dumps(trained))
+        trainer.train(resume_from_checkpoint=str(root / "out" / spec["resume"]) if spec.get("resume") else None)
+    tag = spec.get("tag", "")
+    (root / f"seen{tag}{os.environ['RANK']}.json").write_text(json.dumps(seen))
+    (root / f"trained{tag}{os.environ['RANK']}.json").write_text(json.dumps(trained))
 
 
 if __name__ == "__main__":

@@ -47,11 +47,12 @@ class SkipFirst:
         return len(self.inner) - self.k
 
 
-def segment(folder, *, world, rank, epoch=0, skip=0, steps, start_step=None, grad_accum=1):
-    """Record ``steps`` batches of rank ``rank`` of ``world`` in ``epoch``, after skipping ``skip``."""
+def segment(folder, *, world, rank, epoch=0, skip=0, steps, start_step=None, grad_accum=1, batch=BS):
+    """Record ``steps`` batches of ``batch`` rows of rank ``rank`` of ``world`` in ``epoch``, after skipping
+    ``skip``."""
     s = torch.utils.data.DistributedSampler(_Rows(), num_replicas=world, rank=rank, shuffle=True, seed=SEED)
     s.set_epoch(epoch)
-    bs = torch.utils.data.BatchSampler(s, BS, drop_last=False)
+    bs = torch.utils.data.BatchSampler(s, batch, drop_last=False)
     rec = RecordingBatchSampler(SkipFirst(bs, skip), folder, rank=rank, start_step=start_step, grad_accum=grad_accum)
     it = iter(rec)
     for _ in range(steps):
@@ -129,7 +130,10 @@ def test_a_resume_in_epoch_1_replaying_epoch_0_s_permutation(tmp_path):
 
 
 def test_a_resume_at_another_world_size(tmp_path):
-    """Two ranks train 3 steps; the run resumes on one rank and skips 3 batches of its new loader."""
+    """Two ranks train 3 steps (12 rows); the run resumes on one rank and skips 3 batches of its new loader
+    (6 rows), where the 12 rows trained are its first 6 batches: the launch is planned with its own world
+    size from micro-batch 6, and step 3 trained its batch 3 (a rewind; before, every step of a resume at
+    another world size was called world_size_changed, right or wrong)."""
     world, done = 2, 3
     spe = N // world // BS  # 6 steps per epoch under the plan (two ranks)
     for r in range(world):
@@ -144,12 +148,116 @@ def test_a_resume_at_another_world_size(tmp_path):
     v = verify(tmp_path)
     assert v.plan["world_size"] == world and v.plan["source"] == "ledger"
     assert v.first_divergent_step == done
-    assert v.divergence["order"] == "world_size_changed" and v.divergence["located"]["world_size"] == 1
+    assert v.divergence["order"] == "rewind" and v.divergence["epoch_step"] == done * world
+    assert v.divergence["located"] == {"epoch": 0, "step": done, "rank": 0}
     resumed_seg = next(s for s in v.segments if s["kind"] == "resume")
-    assert resumed_seg["changed"] == {"num_replicas": [2, 1]} and resumed_seg["order"] == "world_size_changed"
+    assert resumed_seg["changed"] == {"num_replicas": [2, 1]} and resumed_seg["order"] == "rewind"
+    assert [(x["rank"], x["start_step"], x["world_size"], x["micro_batch"], x["rows_before"])
+            for x in v.plan["launches"]] == [(0, 0, 2, 0, 0), (0, done, 1, done * world, done * world * BS),
+                                             (1, 0, 2, 0, 0)]
     assert v.seen_twice["rows"] == twice and v.seen_twice["count"] == len(twice) == 6
     assert v.never_seen["rows"] == never and v.never_seen["count"] == len(never) == 12
     assert "order.rank_skew" not in {f.check for f in v.findings}  # rank 1 left the world: not a skew
+
+
+#: a run resumed with other settings: (world, batch, grad_accum) before and after, micro-batches each rank
+#: trained before the resume
+RELAUNCHES = {"batch size 2 -> 4": ((1, 2, 1), (1, 4, 1), 4), "world 2 -> 1": ((2, 2, 1), (1, 2, 1), 3),
+              "world 1 -> 2": ((1, 2, 1), (2, 2, 1), 4), "grad_accum 1 -> 2": ((1, 2, 1), (1, 2, 2), 4)}
+
+
+def _relaunched(folder, first, second, done, off=0):
+    """The first launch trains ``done`` micro-batches per rank of epoch 0; the second skips the micro-batches
+    its own loader holds the trained rows in (``done x world x batch`` rows, its first ``that / (world' x
+    batch')`` micro-batches) plus ``off``, trains the rest of epoch 0 and 3 steps of epoch 1. Returns (the
+    step it resumed at, the micro-batches it skipped)."""
+    (w1, b1, g1), (w2, b2, g2) = first, second
+    for r in range(w1):
+        segment(folder, world=w1, rank=r, steps=done, grad_accum=g1, batch=b1)
+    start = done // g1
+    skip = done * w1 * b1 // (w2 * b2) + off
+    for r in range(w2):
+        segment(folder, world=w2, rank=r, skip=skip, steps=N // w2 // b2 - skip, start_step=start, grad_accum=g2,
+                batch=b2)
+        segment(folder, world=w2, rank=r, epoch=1, steps=3 * g2, grad_accum=g2, batch=b2)
+    return start, skip
+
+
+@pytest.mark.parametrize("name", list(RELAUNCHES))
+def test_a_resume_with_other_settings_continuing_the_trained_rows_is_the_plan(tmp_path, name):
+    """A run resumed with another batch size, world size or grad_accum whose loader skips the micro-batches
+    holding the rows the run trained (``DistributedSampler``: one permutation of the epoch's seed whatever the
+    world size, rank r at positions r, r + W, ...): each launch is planned with its own settings, no finding
+    (before: order.divergent_step at the resume, the steps' rows regrouped against the first launch's plan)."""
+    first, second, done = RELAUNCHES[name]
+    start, skip = _relaunched(tmp_path, first, second, done)
+    p0 = perm(0)
+    w2, b2, g2 = second
+    led = read_ledger(tmp_path)
+    for r in range(w2):  # the resumed step: rank r's micro-batches skip .. skip + g2 of the new loader
+        assert [i for b in led.batches[r][start] for i in b.indices] == p0[r::w2][skip * b2:(skip + g2) * b2]
+    v = verify(tmp_path)
+    assert v.findings == [] and v.first_divergent_step is None, v.findings
+    assert v.seen_twice["count"] == 0 and v.never_seen["count"] == 0 and v.never_seen["completed_epochs"] == [0]
+    resumed = [(x["rank"], x["micro_batch"], x["rows_before"]) for x in v.plan["launches"]
+               if x["start_step"] == start]
+    assert resumed == [(r, skip, done * first[0] * first[1]) for r in range(w2)]
+    assert all(s["order"] in ("start", "continuation") for s in v.segments), v.segments
+    res = run_cli("order", "verify", str(tmp_path), "--rows", str(N))
+    assert res.returncode == 0 and "order.divergent_step" not in res.stdout
+    assert f"launch at step {start} planned with batch_size {b2} x world_size {w2} x grad_accum {g2}" in res.stdout
+
+
+def test_a_resume_onto_a_world_size_that_pads_plans_the_padding_of_the_last_launch(tmp_path):
+    """One rank trains 5 batches of 2 (10 rows), the run resumes on 5 ranks, each skipping 1 batch: 24 rows
+    over 5 ranks pad the permutation with its first row (rank 4's last), trained before the resume too. The
+    padding is the resumed launch's, so that row's second visit is planned: no finding (counted with the
+    first launch's plan, it would be seen twice)."""
+    segment(tmp_path, world=1, rank=0, steps=5)
+    for r in range(5):
+        segment(tmp_path, world=5, rank=r, skip=1, steps=2, start_step=5)
+    p = perm()
+    padded = p + p[:1]
+    led = read_ledger(tmp_path)
+    for r in range(5):
+        assert [i for s in (5, 6) for b in led.batches[r][s] for i in b.indices] == padded[r::5][2:]
+    assert sum(i == p[0] for per in led.batches.values() for bs in per.values() for b in bs for i in b.indices) == 2
+    v = verify(tmp_path)
+    assert v.findings == [] and v.seen_twice["count"] == 0 and v.never_seen["completed_epochs"] == [0]
+
+
+@pytest.mark.parametrize("off, kind", [(1, "skip_ahead"), (-1, "rewind")], ids=["a batch skipped", "a batch again"])
+@pytest.mark.parametrize("name", ["batch size 2 -> 4", "world 2 -> 1", "world 1 -> 2"])
+def test_a_resume_with_other_settings_off_by_a_batch_is_flagged(tmp_path, name, off, kind):
+    """The same resumes skipping one micro-batch more (its rows never trained) or one fewer (trained again)."""
+    first, second, done = RELAUNCHES[name]
+    start, skip = _relaunched(tmp_path, first, second, done, off)
+    w2, b2, _g2 = second
+    p0 = perm(0)
+    lost = sorted(x for r in range(w2) for x in p0[r::w2][(skip - off) * b2:skip * b2]) if off > 0 else []
+    again = sorted(x for r in range(w2) for x in p0[r::w2][skip * b2:(skip - off) * b2]) if off < 0 else []
+    v = verify(tmp_path)
+    assert v.first_divergent_step == start and v.divergence["order"] == kind
+    assert v.divergence["located"]["step"] == skip and v.divergence["epoch_step"] == skip - off
+    assert v.never_seen["rows"] == lost and v.seen_twice["rows"] == again
+
+
+def test_a_wrong_row_in_a_step_after_a_resume_with_other_settings_is_divergent(tmp_path):
+    """The batch size 2 -> 4 resume done right, but its second step holds one row of its third step and the
+    third one of the second's (two rows swapped in the ledger: every row still seen once): the second step is
+    the first divergent one."""
+    start, _skip = _relaunched(tmp_path, (1, 2, 1), (1, 4, 1), 4)
+    path = tmp_path / "data-indices" / "rank0.tsv.gz"
+    lines = gzip.decompress(path.read_bytes()).decode().splitlines(keepends=True)
+    at = {int(ln.split("\t")[0]): k for k, ln in enumerate(lines) if not ln.startswith("#")}
+    a, b = lines[at[start + 1]].rstrip("\n").split("\t"), lines[at[start + 2]].rstrip("\n").split("\t")
+    a[4], b[4] = b[4], a[4]
+    lines[at[start + 1]], lines[at[start + 2]] = "\t".join(a) + "\n", "\t".join(b) + "\n"
+    path.write_bytes(gzip.compress("".join(lines).encode()))
+    v = verify(tmp_path)
+    assert v.first_divergent_step == start + 1 and v.divergence["order"] == "unknown"
+    assert v.seen_twice["count"] == 0 and v.never_seen["count"] == 0
+    assert [f.check for f in v.findings] == ["order.divergent_step"]
 
 
 def test_two_ranks_resume_at_different_positions(tmp_path):

@@ -4,6 +4,9 @@ processes, two gloo ranks where the world grows) whose ledger must be the order 
 - a resume that changes the batch size or the world size and skips the consumed rows by ``itertools.islice``
   with ``resume_skips=True``: the skipped batches hold the rows consumed before the resume in the new
   batching (never the ledger's micro-batches), and are not recorded;
+- a correct resume with another batch size or world size (1 -> 2, 2 -> 1): ``order verify`` plans each
+  launch with its own settings and finds nothing, while the same resume off by one batch (skipped, or
+  trained again) is flagged;
 - a correct resume from one rank to two: ``order verify`` passes (rank 1, new at the resume, is at the
   position rank 0 is), and a rank that skipped otherwise is still ``order.rank_skew``;
 - a new run recording into the folder of a finished one: it is recorded from step 0, superseding the
@@ -94,8 +97,81 @@ def test_an_islice_resume_with_another_batching_skips_the_consumed_rows(tmp_path
     rc, v = _verify(tmp_path)
     assert v["seen_twice"]["count"] == 0 and v["never_seen"]["count"] == 0
     assert v["never_seen"]["completed_epochs"] == [0, 1]
-    assert "order.seen_twice" not in _checks(v) and "order.rank_skew" not in _checks(v)
-    assert rc == 0, v["findings"]
+    assert rc == 0 and v["findings"] == [] and v["first_divergent_step"] is None, v["findings"]
+
+
+#: (world, batch size) of the first launch, its stop step, (world, batch size) of the resumed one: the rows
+#: trained of epoch 1 at the stop (8, or 16 with two ranks) fill whole batches of the resumed loader
+LAUNCHES = {"batch size 4 -> 8": ((1, 4), 15, (1, 8)), "world 1 -> 2": ((1, 4), 15, (2, 4)),
+            "world 2 -> 1": ((2, 4), 9, (1, 4)), "world 2 -> 1, batch size 4 -> 8": ((2, 4), 9, (1, 8))}
+
+
+def _launches(root: Path, name: str, skip: str = "islice", off: int = 0) -> tuple[int, int, dict[int, dict]]:
+    """The first launch of ``LAUNCHES[name]`` to its stop (3 epochs), the resumed one skipping the ``k`` batches
+    per rank holding the rows trained of epoch 1 (``k + off`` with ``skip="sampler"``) and training to the end
+    of epoch 2. Returns (stop step, k, rank -> step -> the rows a correct run trains, from the sampler
+    arithmetic: epoch e is randperm(N) seeded SEED + e, rank r of W takes positions r, r + W, ...)."""
+    (w1, b1), stop, (w2, b2) = LAUNCHES[name]
+    spawn(root, w1, name="first", n=N, bs=b1, epochs=3, stop_at=stop, skip="none")
+    spe1 = math.ceil(N / w1 / b1)
+    consumed = (stop - spe1) * b1 * w1  # rows of epoch 1 trained before the stop, over every rank
+    k = consumed // (b2 * w2)
+    assert k * b2 * w2 == consumed
+    kw = {"skip_batches": {str(r): k + off for r in range(w2)}} if skip == "sampler" else {}
+    spawn(root, w2, name="resumed", n=N, bs=b2, epochs=3, resume=True, skip=skip, **kw)
+    want: dict[int, dict] = {r: {} for r in range(max(w1, w2))}
+    o0, o1, o2 = _order(0), _order(1), _order(2)
+    for r in range(w1):
+        want[r] = dict(enumerate(_batches(o0[r::w1], b1))) | {spe1 + j: b for j, b in
+                                                               enumerate(_batches(o1[r::w1], b1)[:stop - spe1])}
+    for r in range(w2):
+        rest = _batches(o1[r::w2][k * b2:], b2)
+        want[r].update({stop + j: b for j, b in enumerate(rest)})
+        want[r].update({stop + len(rest) + j: b for j, b in enumerate(_batches(o2[r::w2], b2))})
+    return stop, k, want
+
+
+@pytest.mark.parametrize("name", list(LAUNCHES))
+def test_a_resume_with_another_batch_size_or_world_size_is_planned_per_launch(tmp_path, name):
+    """A real plain-torch run (DistributedSampler, gloo with two ranks) stopped in epoch 1 and resumed with
+    another batch size and/or world size, skipping (itertools.islice, resume_skips) the batches of its new
+    loader that hold the rows trained of epoch 1 (the same permutation, whatever the world size): the loops
+    trained the sampler's rows, the ledger records them, and order verify plans each launch with its own
+    settings: no finding at all (before: order.divergent_step at the resume step, the steps' rows regrouped
+    against a single-launch plan of the first launch's settings)."""
+    stop, k, want = _launches(tmp_path, name)
+    (w1, _b1), _stop, (w2, b2) = LAUNCHES[name]
+    for r in range(max(w1, w2)):
+        trained = (_truth(tmp_path, "first", r) if r < w1 else {}) | (_truth(tmp_path, "resumed", r) if r < w2 else {})
+        assert trained == want[r]  # the loops trained the sampler's rows: a correct run
+        assert _ledger(tmp_path, r) == want[r]
+    rc, v = _verify(tmp_path)
+    assert rc == 0 and v["findings"] == [] and v["first_divergent_step"] is None, v["findings"]
+    assert v["never_seen"]["completed_epochs"] == [0, 1, 2]
+    assert [(x["rank"], x["epoch"], x["world_size"], x["batch_size"], x["micro_batch"])
+            for x in v["plan"]["launches"] if x["start_step"] == stop] == [(r, 1, w2, b2, k) for r in range(w2)]
+
+
+@pytest.mark.parametrize("off", [1, -1], ids=["a batch skipped", "a batch trained again"])
+@pytest.mark.parametrize("name", ["batch size 4 -> 8", "world 1 -> 2", "world 2 -> 1"])
+def test_a_resume_with_other_settings_off_by_a_batch_is_still_flagged(tmp_path, name, off):
+    """The same resumes whose samplers skip one batch more (its rows never trained) or one fewer (its rows
+    trained twice): the resume step is the first divergent one (skip_ahead; rewind, or restart_of_epoch when
+    it skipped none), and the rows are flagged
+    never seen or seen twice; exit 1."""
+    stop, k, _want = _launches(tmp_path, name, skip="sampler", off=off)
+    _first, _stop, (w2, b2) = LAUNCHES[name]
+    o1 = _order(1)
+    for r in range(w2):  # what the resumed loops trained at the resume step
+        assert _truth(tmp_path, "resumed", r)[stop] == o1[r::w2][(k + off) * b2:(k + off + 1) * b2]
+    rows = sorted(x for r in range(w2) for x in o1[r::w2][min(k, k + off) * b2:max(k, k + off) * b2])
+    rc, v = _verify(tmp_path)
+    assert rc == 1 and v["first_divergent_step"] == stop
+    assert v["divergence"]["order"] == ("skip_ahead" if off > 0 else "rewind" if k + off else "restart_of_epoch")
+    if off > 0:
+        assert v["never_seen"]["rows"] == rows and v["seen_twice"]["count"] == 0
+    else:
+        assert v["seen_twice"]["rows"] == rows and v["never_seen"]["count"] == 0
 
 
 def test_a_skip_that_cuts_a_new_batch_is_recorded_as_trained_and_warned(tmp_path):
