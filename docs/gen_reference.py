@@ -76,7 +76,7 @@ MEANINGS: dict[str, str] = {
     "report.max_examples": "example rows kept per finding (`rows`, `lines`, `examples`)",
     "batch.drop_last": "the DataLoader's `drop_last` (the sampler itself never drops)",
     "batch.seed": "the sampler's seed (`DistributedSampler(seed=...)`; token-budget batching: ties and batch order)",
-    "batch.shuffle": "the sampler shuffles (`DistributedSampler(shuffle=...)`)",
+    "batch.shuffle": "the sampler shuffles (`DistributedSampler(shuffle=...)`; `sampler = \"random\"` is `DataLoader(shuffle=True)`: true)",
     "batch.epochs": "epochs the run trains: the plan covers epochs `0 .. epochs-1`",
     "dup.near": "run `dup.near_duplicate` (MinHash LSH over 5-gram shingles; off by default: the costliest pass)",
     "dup.near_threshold": "estimated Jaccard similarity at or above which two rows are near-duplicates",

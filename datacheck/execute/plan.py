@@ -411,7 +411,8 @@ class BatchPlan:
         ``other_splits`` (``{name: shards}`` of the splits left out), ``world_size``, ``batch_size``, ``grad_accum``, ``global_batch``
         (batch_size x world_size x grad_accum, rows per full optimizer step), ``drop_last``,
         ``shuffle``, ``seed``, ``epoch``, ``epochs``, ``loader`` (``torch`` or ``accelerate``, with
-        ``even_batches`` and ``split_batches``), ``rows_per_rank``, ``micro_batches_per_rank``,
+        ``even_batches`` and ``split_batches``; ``sampler`` = ``random`` and ``persistent_workers`` with
+        ``[batch] sampler = "random"``), ``rows_per_rank``, ``micro_batches_per_rank``,
         ``steps_per_epoch``, ``last_step_micro_batches`` (micro-batches of the last step per rank),
         ``last_batch_rows`` (per rank), ``wraparound_repeats`` (per epoch), and ``supervised``
         (tokens per (step, rank, micro-batch): ``min``, ``p1``, ``zero`` = how many are 0, ``count``,
@@ -439,6 +440,8 @@ class BatchPlan:
         }
         if b.loader == "accelerate":
             out.update(even_batches=b.even_batches, split_batches=b.split_batches)
+        if b.sampler == "random":
+            out.update(sampler="random", persistent_workers=b.persistent_workers)
         if o.max_tokens is not None and self.lengths is not None:
             lens = self.lengths
             padded = np.array([len(idx) * int(lens[idx].max()) for m in o.ranks for idx in m if len(idx)],
@@ -467,7 +470,7 @@ class BatchPlan:
 
 #: the ``[batch]`` keys of torch's samplers that a Megatron plan does not read (Megatron's
 #: GPTDataset shuffles with ``[megatron] seed`` and its sampler never drops or pads)
-_TORCH_ONLY_KEYS = ("seed", "shuffle", "drop_last", "epochs")
+_TORCH_ONLY_KEYS = ("seed", "shuffle", "drop_last", "epochs", "sampler", "persistent_workers")
 
 
 @dataclass

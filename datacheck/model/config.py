@@ -43,7 +43,7 @@ def special_kind(path: Path) -> str | None:
     return "a FIFO" if stat.S_ISFIFO(mode) else "a folder" if stat.S_ISDIR(mode) else "a device or socket"
 
 
-__all__ = ["Config", "TraceSection", "MegatronSection", "PrefSection", "load_config", "config_from_bytes", "config_from_dict", "DEFAULT_CONFIG_NAME"]
+__all__ = ["Config", "TraceSection", "random_sampler_problem", "MegatronSection", "PrefSection", "load_config", "config_from_bytes", "config_from_dict", "DEFAULT_CONFIG_NAME"]
 
 
 
@@ -61,7 +61,8 @@ _LIMIT_KEYS = {"max_member_bytes": MAX_MEMBER_BYTES, "max_record_bytes": MAX_REC
 #: ``infer_splits`` (the splits it infers enter the hash as ``[splits]``) and ``sample_by`` (added later)
 _OUT_OF_HASH_AT_DEFAULT: dict[str, object] = {**_LIMIT_KEYS, "infer_splits": True, "sample_by": "line"}
 #: the ``[batch]`` keys added after config hashes were first recorded: at their default they stay out of it
-_BATCH_OUT_OF_HASH_AT_DEFAULT: dict[str, object] = {"loader": "auto", "even_batches": True, "split_batches": False}
+_BATCH_OUT_OF_HASH_AT_DEFAULT: dict[str, object] = {"loader": "auto", "even_batches": True, "split_batches": False,
+                                                     "sampler": "distributed", "persistent_workers": False}
 
 
 #: how many of a declared ClassLabel's names the report's ``label_facts`` lists (the count is always whole)
@@ -365,7 +366,10 @@ class BatchSection(_Section):
     ``batch_size``, ``world_size`` and ``grad_accum`` only; accelerate's (``accelerator.prepare`` of a
     DataLoader: one order of the whole dataset whose batches ``BatchSamplerShard`` deals to the
     ``world_size`` processes, :func:`datacheck.model.order.accelerate_shards`) reads ``even_batches`` and
-    ``split_batches`` too.
+    ``split_batches`` too. ``sampler = "random"``: a single-process ``DataLoader(shuffle=True,
+    generator=torch.Generator().manual_seed(seed))`` (torch's ``RandomSampler``; ``world_size`` 1 only),
+    whose generator each epoch's iterator draws its workers' base seed from before the permutation
+    (``persistent_workers``: only the first epoch's iterator does; :mod:`datacheck.model.order`).
     """
 
     batch_size: int | None = Field(default=None, gt=0, le=MAX_BATCH_ROWS, description="rows per micro-batch per device")
@@ -374,7 +378,8 @@ class BatchSection(_Section):
                             description="micro-batches per optimizer step per rank")
     drop_last: bool = False
     seed: int = Field(default=0, ge=-(2**63), le=2**63 - 1, description=(
-        "the sampler's seed (64 bits: torch seeds epoch e with seed + e)"))
+        "the sampler's seed (64 bits: torch seeds epoch e with seed + e); with `sampler = \"random\"` the seed "
+        "of the DataLoader's generator (`torch.Generator().manual_seed(seed)`)"))
     shuffle: bool = True
     epochs: int = Field(default=1, gt=0, le=MAX_EPOCHS)
     max_tokens: int | None = Field(default=None, gt=0, le=2**63 - 1, description="token budget per micro-batch")
@@ -398,13 +403,52 @@ class BatchSection(_Section):
         "loader `accelerate`: accelerate's `split_batches` (DataLoaderConfiguration; default false): each batch "
         "of the DataLoader (`batch_size` x `world_size` rows) is cut into `world_size` slices of `batch_size`, "
         "slice p to process p, instead of whole batches dealt in turn"))
+    sampler: Literal["distributed", "random"] = Field(default="distributed", description=(
+        "loader `torch`: the DataLoader's sampler. `distributed` (torch's DistributedSampler, seeded `seed + "
+        "epoch` per epoch); `random`: a single-process loop's `DataLoader(ds, batch_size=..., shuffle=True, "
+        "generator=torch.Generator().manual_seed(seed))` (torch's RandomSampler over the DataLoader's generator: "
+        "each epoch's iterator first draws its workers' base seed from the generator, then the sampler draws "
+        "`torch.randperm(rows)` from it and, at the epoch's end, its tail's (empty-sliced) second one, epoch after "
+        "epoch); needs `world_size = 1`, `shuffle = true` and no "
+        "`max_tokens`. A DataLoader(shuffle=True) without a generator seeds its RandomSampler from torch's "
+        "global RNG: not simulated, record a ledger (`datacheck.torch.record_batches`)"))
+    persistent_workers: bool = Field(default=False, description=(
+        "`sampler = \"random\"`: the DataLoader's `persistent_workers` (with num_workers > 0): its one iterator "
+        "is reused, so only the first epoch draws a base seed from the generator before its permutation"))
 
     @model_validator(mode="after")
     def _accelerate_batches(self) -> "BatchSection":
         if self.loader == "accelerate" and self.max_tokens is not None:
             raise ValueError("loader = \"accelerate\" with max_tokens: accelerate's dealing of token-budget batches "
                              "is not simulated; give batch_size without max_tokens, or loader = \"torch\"")
+        problem = random_sampler_problem(self)
+        if problem:
+            raise ValueError(problem)
         return self
+
+
+def random_sampler_problem(batch: "BatchSection") -> str | None:
+    """Why ``[batch] sampler = "random"`` cannot be simulated with these settings, or None (also None
+    for ``sampler = "distributed"``): a RandomSampler DataLoader is one process's (``world_size`` 1),
+    shuffles (``shuffle`` true), draws row by row (no ``max_tokens``) and is torch's own (not
+    accelerate's: ``loader`` torch, or auto)."""
+    if batch.sampler != "random":
+        return None
+    if batch.world_size != 1:
+        return (f"[batch] sampler = \"random\" with world_size = {batch.world_size}: a DataLoader(shuffle=True, "
+                "generator=...) is a single process's loader (RandomSampler gives every process all the rows); "
+                "for a data-parallel run set sampler = \"distributed\" (DistributedSampler), or record a ledger "
+                "(datacheck.torch.record_batches)")
+    if not batch.shuffle:
+        return ("[batch] sampler = \"random\" with shuffle = false: DataLoader(shuffle=False) uses a "
+                "SequentialSampler (the rows in order); leave sampler at \"distributed\" with shuffle = false")
+    if batch.max_tokens is not None:
+        return ("[batch] sampler = \"random\" with max_tokens: token-budget batching has its own sampler; "
+                "leave max_tokens out, or sampler at \"distributed\"")
+    if batch.loader in ("accelerate", "megatron"):
+        return (f"[batch] sampler = \"random\" with loader = \"{batch.loader}\": the RandomSampler plan is torch's "
+                "single-process DataLoader; set loader = \"torch\" (or auto)")
+    return None
 
 
 #: Megatron-LM's ``--split`` when a run gives ``--data-path`` without one (megatron/training/arguments.py,

@@ -37,6 +37,20 @@ its own steps over its own epochs (a process with fewer starts the next epoch so
 ``record_batches`` records, ``"epoch_steps": "own"``, and ``rows_of_step(own_epochs=True)`` plans). accelerate sets the sampler's epoch to the
 loader's iteration count, so epoch ``e`` is seeded ``seed + e`` as with torch.
 
+With ``[batch] sampler = "random"`` the order is a single-process ``DataLoader(rows, batch_size,
+shuffle=True, drop_last, generator=torch.Generator().manual_seed(seed))`` (torch's ``RandomSampler``;
+``world_size`` 1): ONE generator for the whole run, created before the first epoch. Each ``iter(loader)``
+(an epoch's ``for batch in loader``) builds a ``_BaseDataLoaderIter``, whose ``__init__`` draws the
+workers' base seed from that generator (``torch.empty((), dtype=torch.int64).random_(generator=...)``,
+whatever ``num_workers``) before the first batch makes ``RandomSampler.__iter__`` draw
+``torch.randperm(n_rows, generator=...)`` from it; ``BatchSampler`` then cuts the permutation (the
+short last batch dropped with ``drop_last``), and the epoch's end runs ``RandomSampler.__iter__`` on to
+its tail, a second ``torch.randperm(n_rows)`` it slices to ``num_samples % n_rows`` = 0 indices: drawn
+all the same. Epoch ``e``'s permutation is so the one after ``e`` such triples of draws
+(:func:`_random_sampler_perm`, replayed from the generator's seed and cached epoch to epoch); with ``persistent_workers`` the loader keeps its first iterator (``_reset`` per epoch: no new base
+seed), so only epoch 0 draws one. A ``DataLoader(shuffle=True)`` without a generator seeds its
+``RandomSampler`` from torch's global RNG, which the run's other draws move: not simulated.
+
 With ``[batch] max_tokens`` (token-budget batching) the micro-batches of each rank are those of
 :class:`datacheck.model.budget.TokenBudgetBatchSampler` (fairseq's ``batch_by_size``: rows sorted by
 length, filled up to ``max_tokens`` padded tokens, at most ``batch_size`` rows when that is set,
@@ -51,7 +65,7 @@ from typing import Any
 import numpy as np
 
 from datacheck.model.budget import TokenBudgetBatchSampler
-from datacheck.model.config import BatchSection
+from datacheck.model.config import BatchSection, random_sampler_problem
 from datacheck.model.errors import UsageError
 from datacheck.model.torchdep import require_torch
 
@@ -163,6 +177,51 @@ def _epoch_ranks(torch: Any, n_rows: int, batch: BatchSection, epoch: int) -> tu
     full, rest = divmod(per_rank, bs)
     cuts = [(k * bs, (k + 1) * bs) for k in range(full)] + ([(full * bs, per_rank)] if rest and not batch.drop_last else [])
     return tuple(tuple(np.ascontiguousarray(grid[a:b, r]) for a, b in cuts) for r in range(ws))
+
+
+#: (n_rows, seed, persistent_workers) -> (the next epoch, the generator's state before it): the last
+#: RandomSampler permutation drawn, so epochs asked for in turn replay one pair of draws each
+_RANDOM_STATE: dict[tuple[int, int, bool], tuple[int, Any]] = {}
+
+
+def _random_sampler_perm(torch: Any, n_rows: int, seed: int, epoch: int, persistent_workers: bool = False) -> np.ndarray:
+    """Epoch ``epoch``'s permutation (int64, ``n_rows``) of ``DataLoader(shuffle=True,
+    generator=torch.Generator().manual_seed(seed))``: per epoch from 0, the iterator's base-seed draw
+    (epoch 0 only with ``persistent_workers``), then ``RandomSampler``'s ``torch.randperm(n_rows)`` and the
+    empty-sliced one of its tail, all from the one generator (see the module docstring)."""
+    key = (n_rows, seed, persistent_workers)
+    g = torch.Generator()
+    start, state = _RANDOM_STATE.get(key, (0, None))
+    if state is not None and start <= epoch:
+        g.set_state(state)
+    else:
+        g.manual_seed(seed)
+        start = 0
+    perm = None
+    for e in range(start, epoch + 1):
+        if e == 0 or not persistent_workers:
+            torch.empty((), dtype=torch.int64).random_(generator=g)  # _BaseDataLoaderIter.__init__'s _base_seed
+        perm = torch.randperm(n_rows, generator=g)
+        # RandomSampler.__iter__ then runs on to its tail, ``torch.randperm(n)[:num_samples % n]`` (empty for
+        # num_samples = n rows, but drawn: the epoch's last batch asks the sampler for more and so runs it)
+        torch.randperm(n_rows, generator=g)
+    if len(_RANDOM_STATE) > 16:
+        _RANDOM_STATE.clear()
+    _RANDOM_STATE[key] = (epoch + 1, g.get_state())
+    assert perm is not None
+    out: np.ndarray = perm.numpy().astype(np.int64, copy=False)
+    return out
+
+
+def _random_order(torch: Any, n_rows: int, batch: BatchSection, epoch: int) -> EpochOrder:
+    """:func:`epoch_order` under ``[batch] sampler = "random"`` (one rank; see the module docstring)."""
+    bs = int(batch.batch_size or 1)
+    perm = _random_sampler_perm(torch, n_rows, batch.seed, epoch, batch.persistent_workers) if n_rows else \
+        np.zeros(0, dtype=np.int64)
+    full, rest = divmod(n_rows, bs)
+    cuts = [(k * bs, (k + 1) * bs) for k in range(full)] + ([(full * bs, n_rows)] if rest and not batch.drop_last else [])
+    return EpochOrder(epoch=epoch, n_rows=n_rows, grad_accum=batch.grad_accum,
+                      ranks=(tuple(np.ascontiguousarray(perm[a:b]) for a, b in cuts),), per_rank=n_rows, repeats=0)
 
 
 def _token_order(n_rows: int, batch: BatchSection, epoch: int, lengths: np.ndarray) -> EpochOrder:
@@ -288,7 +347,8 @@ def _accelerate_order(torch: Any, n_rows: int, batch: BatchSection, epoch: int) 
 
 def epoch_order(n_rows: int, batch: BatchSection, epoch: int = 0, lengths: np.ndarray | None = None) -> EpochOrder:
     """The batches of every rank for one epoch, from torch's samplers (with ``max_tokens``: from
-    :class:`~datacheck.model.budget.TokenBudgetBatchSampler`).
+    :class:`~datacheck.model.budget.TokenBudgetBatchSampler`; with ``sampler = "random"``: a seeded
+    single-process ``DataLoader(shuffle=True)``'s RandomSampler).
 
     Args:
         n_rows: rows in the dataset (>= 0).
@@ -298,7 +358,9 @@ def epoch_order(n_rows: int, batch: BatchSection, epoch: int = 0, lengths: np.nd
 
     Raises:
         UsageError: neither ``batch_size`` nor ``max_tokens`` is set, ``max_tokens`` without
-            ``lengths`` (the data has no ``input_ids`` list), or ``epoch`` is negative.
+            ``lengths`` (the data has no ``input_ids`` list), ``epoch`` is negative, or ``sampler =
+            "random"`` with settings it cannot have (:func:`~datacheck.model.config.random_sampler_problem`:
+            ``world_size`` other than 1, ...).
         OptionalDependencyError: torch is not installed.
     """
     if batch.batch_size is None and batch.max_tokens is None:
@@ -307,6 +369,11 @@ def epoch_order(n_rows: int, batch: BatchSection, epoch: int = 0, lengths: np.nd
     if epoch < 0:
         raise UsageError(f"--epoch {epoch}: epochs are numbered from 0")
     torch = require_torch("the batch plan")
+    problem = random_sampler_problem(batch)  # a model_copy skips the config's own check
+    if problem:
+        raise UsageError(problem)
+    if batch.sampler == "random":
+        return _random_order(torch, n_rows, batch, epoch)
     if batch.loader == "accelerate":
         if batch.max_tokens is not None:
             raise UsageError("[batch] loader = \"accelerate\" with max_tokens: accelerate's dealing of token-budget "

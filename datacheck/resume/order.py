@@ -3,7 +3,9 @@
 written by ``datacheck.torch.record_batches``, or OLMo's) against the plan of ``[batch]``
 (:func:`datacheck.model.order.epoch_order`: torch's ``DistributedSampler`` + ``BatchSampler``, or, for a
 ledger that ``record_batches`` wrote around a loader ``accelerator.prepare`` returned, accelerate's one
-order whose batches ``BatchSamplerShard`` deals whole to the processes: ``[batch] loader = "accelerate"``).
+order whose batches ``BatchSamplerShard`` deals whole to the processes: ``[batch] loader = "accelerate"``;
+or, with ``[batch] sampler = "random"`` in the config, one process's seeded ``DataLoader(shuffle=True)``,
+its RandomSampler's order: the ledger's loader is then never taken for accelerate's).
 
 **The plan.** ``[batch]`` of the config when it sets ``batch_size``; else the sampler settings the
 ledger's first ``#state`` line recorded (``batch_size``, ``num_replicas``, ``seed``, ``shuffle``,
@@ -524,7 +526,7 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
         if batch is None:
             raise UsageError("order verify needs the plan: give --config with [batch] batch_size (and world_size, "
                              "grad_accum, seed, shuffle, drop_last as trained); this ledger records no sampler settings")
-    elif batch.loader == "auto" and recorded_loader(led):
+    elif batch.loader == "auto" and batch.sampler == "distributed" and recorded_loader(led):
         batch = batch.model_copy(update=recorded_loader(led))
         notes.append("[batch] loader is auto and the ledger recorded an accelerate-prepared loader: planned as "
                      "accelerate deals batches (loader accelerate, even_batches "
@@ -624,6 +626,8 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
                  "loader": "accelerate" if batch.loader == "accelerate" else "torch"}
     if batch.loader == "accelerate":
         plan_info.update(even_batches=batch.even_batches, split_batches=batch.split_batches)
+    if batch.sampler == "random":
+        plan_info.update(sampler="random", persistent_workers=batch.persistent_workers)
     ledger_info = {"folder": str(led.folder), "format": led.format, "ranks": led.ranks,
                    "steps": len(steps), "first": min(steps), "last": max(steps), "truncated": led.truncated}
     v = OrderVerdict(plan=plan_info, ledger=ledger_info, notes=notes)

@@ -171,13 +171,14 @@ def logs_loader(logs: Iterable[ReadStats], cfg: Config) -> tuple[str | None, str
     a Hugging Face Trainer's (a ``trainer_state.json`` or its console dicts: :func:`_hf_trainer_log`)
     and the batches are rows (no ``max_tokens``): transformers' Trainer passes its
     DataLoader to ``accelerator.prepare`` (since mid-2023), so over several processes whole batches are dealt in turn,
-    not rows (torch's ``DistributedSampler``). Else ``(None, None)`` (the config's loader rules).
+    not rows (torch's ``DistributedSampler``). Else ``(None, None)`` (the config's loader rules; also with
+    ``[batch] sampler = "random"``: the user named a plain torch DataLoader).
 
     Returns:
         (the loader, why: :data:`HF_TRAINER_LOADER_WHY`), or ``(None, None)``.
     """
     stats = list(logs)
-    if cfg.batch.loader != "auto" or cfg.batch.max_tokens is not None or not stats:
+    if cfg.batch.loader != "auto" or cfg.batch.max_tokens is not None or cfg.batch.sampler != "distributed" or not stats:
         return None, None
     if all(_hf_trainer_log(st) for st in stats):
         return "accelerate", HF_TRAINER_LOADER_WHY
@@ -816,12 +817,18 @@ def _loader_text(cfg: Config, why: str | None) -> str:
     b = cfg.batch
     if b.max_tokens is not None:
         return "TokenBudgetBatchSampler's batches sharded by torch's DistributedSampler"
+    if b.sampler == "random":
+        return ("loader torch: one process's DataLoader(shuffle=True, generator=torch.Generator().manual_seed(seed)), "
+                "RandomSampler drawing each epoch's permutation from the generator after the iterator's base seed"
+                + (" (persistent_workers: base seed in epoch 0 only)" if b.persistent_workers else ""))
     if b.loader == "accelerate":
         return (f"loader accelerate ({why})" if why else
                 "loader accelerate: one seeded order cut into batches, dealt whole to the processes")
     return ("loader torch: DistributedSampler dealing rows to the ranks in turn, then BatchSampler"
             + (" ([batch] loader = \"accelerate\" for a DataLoader passed to accelerator.prepare, the Hugging "
-               "Face Trainer's included)" if b.world_size > 1 else ""))
+               "Face Trainer's included)" if b.world_size > 1 else
+               " ([batch] sampler = \"random\" for one process's DataLoader(shuffle=True, generator=...), whose "
+               "RandomSampler is another order)" if b.shuffle else ""))
 
 
 def ledger_step_rows(folder: str | Path, index: DatasetIndex, steps: Iterable[int],

@@ -50,7 +50,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         description="The batch plan of PATH under [batch] (batch_size per device, world_size, grad_accum, "
                     "drop_last, shuffle, seed, epochs), simulated with torch's DistributedSampler and "
                     "BatchSampler over the shards in index order (with max_tokens: datacheck.torch."
-                    "TokenBudgetBatchSampler, fairseq's batch_by_size, sharded by DistributedSampler); or the recorded order of --ledger DIR. "
+                    "TokenBudgetBatchSampler, fairseq's batch_by_size, sharded by DistributedSampler; with [batch] sampler = "
+                    "\"random\": one process's DataLoader(shuffle=True, generator=torch.Generator().manual_seed(seed)), "
+                    "its RandomSampler); or the recorded order of --ledger DIR. "
                     "Megatron .bin/.idx pairs: Megatron-LM's own order (GPTDataset + MegatronPretrainingSampler under "
                     "[megatron] seq_length, train_iters, seed, split), each sample cut across documents. "
                     "--step N lists the rows of optimizer step N (0-based over the run for a simulated plan; "
@@ -201,7 +203,11 @@ def _summary_text(s: dict[str, Any]) -> list[str]:
         where = f" of split {s['split']!r}" + (f" (not planned: {left}; --split NAME plans another)" if left else "")
     out = [f"rows {s['rows']} in {s['shards']} shard(s){where}; {size}"
            + (f"; accelerate deals the batches (even_batches {str(s['even_batches']).lower()}, split_batches "
-              f"{str(s['split_batches']).lower()})" if s.get("loader") == "accelerate" else ""),
+              f"{str(s['split_batches']).lower()})" if s.get("loader") == "accelerate" else "")
+           + ("; one process's DataLoader(shuffle=True, generator=torch.Generator().manual_seed(seed)): RandomSampler, "
+              "its generator drawing each epoch's base seed then permutation"
+              + (" (persistent_workers: the base seed in epoch 0 only)" if s.get("persistent_workers") else "")
+              if s.get("sampler") == "random" else ""),
            f"epoch {s['epoch']} of {s['epochs']}: {s['rows_per_rank']} rows per rank, {s['micro_batches_per_rank']} "
            f"micro-batches per rank, {s['steps_per_epoch']} optimizer steps (the last with "
            f"{s['last_step_micro_batches']} micro-batch(es))",

@@ -174,7 +174,7 @@ def test_padding_side_unset_is_not_the_same_audit_as_right():
     assert len({unset, right, left}) == 3
     doc = config_from_dict({"tokens": {"padding_side": "right"}}).model_dump(mode="json", by_alias=True,
                                                                           exclude={"trace", "megatron", "pref"})
-    for key in ("loader", "even_batches", "split_batches"):
+    for key in ("loader", "even_batches", "split_batches", "sampler", "persistent_workers"):
         del doc["batch"][key]
     for key in ("max_member_bytes", "max_record_bytes", "max_file_bytes", "max_row_bytes", "infer_splits", "sample_by"):
         del doc["dataset"][key]
@@ -199,7 +199,7 @@ def test_pref_section_mirrors_the_trainers_and_keeps_the_hash_at_its_default():
     completion cuts are refused beside LLaMA-Factory's infer_seqlen, naming the keys."""
     base = config_from_dict({"tokens": {"max_seq_len": 1024}})
     doc = base.model_dump(mode="json", by_alias=True, exclude={"trace", "megatron", "pref"})
-    for key in ("loader", "even_batches", "split_batches"):
+    for key in ("loader", "even_batches", "split_batches", "sampler", "persistent_workers"):
         del doc["batch"][key]
     for key in ("max_member_bytes", "max_record_bytes", "max_file_bytes", "max_row_bytes", "infer_splits", "sample_by"):
         del doc["dataset"][key]

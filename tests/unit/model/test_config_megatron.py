@@ -12,14 +12,14 @@ from datacheck.model.errors import ConfigError
 
 
 def _hash_without_new_keys(cfg, megatron_keys: tuple[str, ...] | None = None) -> str:
-    """config_hash as it was computed before [batch] loader, even_batches, split_batches, [megatron],
+    """config_hash as it was computed before [batch] loader, even_batches, split_batches, sampler, persistent_workers, [megatron],
     [dataset] sample_by, [pref] and [labels] tag_classes existed; with ``megatron_keys``, [megatron] kept without those (keys added to
     it later)."""
     doc = cfg.model_dump(mode="json", by_alias=True,
                          exclude={"trace", "pref"} if megatron_keys else {"trace", "megatron", "pref"})
     for key in megatron_keys or ():
         del doc["megatron"][key]
-    for key in ("loader", "even_batches", "split_batches"):
+    for key in ("loader", "even_batches", "split_batches", "sampler", "persistent_workers"):
         del doc["batch"][key]
     if doc["tokens"]["padding_side"] is None:  # unset is "recognized per shard" (not "right"), its own audit
         del doc["tokens"]["padding_side"]
