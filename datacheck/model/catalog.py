@@ -39,7 +39,7 @@ _ENTRIES = [
     ("empty.text", "row", "error", "a text value is null, empty or whitespace-only"),
     ("empty.sequence", "row", "error", "input_ids has length 0"),
     ("empty.all_padding", "row", "error", "the sample is only padding"),
-    ("empty.no_supervised_tokens", "row", "error", "every token label is ignore_index after truncation"),
+    ("empty.no_supervised_tokens", "row", "error", "every token label is ignore_index after truncation (masked_lm: in every row of the shard)"),
     ("labels.out_of_range", "row", "error", "a label outside the class range or vocabulary"),
     ("labels.unexpected_sentinel", "row", "error", "a negative label that is not ignore_index"),
     ("labels.null", "row", "error", "a missing label"),
