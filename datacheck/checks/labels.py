@@ -31,7 +31,7 @@ from datacheck.checks.roledtype import problem
 from datacheck.derive.read import CHAT
 from datacheck.model import layouts as lay
 from datacheck.model.findings import Finding, Skipped
-from datacheck.model.roles import INT64_MAX, INT64_MIN, is_list, seq2seq_layout
+from datacheck.model.roles import INT64_MAX, INT64_MIN, inner_dtype, is_list, seq2seq_layout
 from datacheck.model.stats import LabelCounts
 
 __all__ = ["out_of_range", "unexpected_sentinel", "label_null", "label_stats", "unseen_class", "tag_label_stats", "TAG_LABELS", "index_classes", "BOOL_CLASSES", "binary_out_of_range", "shift_mismatch", "SHIFT_MATCH_SHARE"]
@@ -605,16 +605,20 @@ def _bool_unseen_message(col: str, unseen: list[int]) -> str:
 def binary_out_of_range(ctx: ShardContext) -> Iterable[ShardItem]:
     """``labels.binary_out_of_range``: with ``[labels] target_kind = "binary"`` (BCE / multi-label
     targets), a ``target`` value (scalar or list of numbers) outside ``[0, 1]``: BCE on 0/255 masks
-    gives a negative loss. Null and NaN are not judged here (``finite.nan``). The message hints at
+    gives a negative loss. Null and NaN are not judged here (``finite.nan``: a row whose only odd
+    value is a NaN is no finding of this check; polars orders NaN above 1). The message hints at
     {0, 255} masks. Skipped with ``target_kind = "regression"`` (the default)."""
     if ctx.cfg.labels.target_kind != "binary":
         yield Skipped("labels.binary_out_of_range", '[labels] target_kind is "regression" (set "binary" for BCE targets)')
         return
     for col in ctx.roles.target:
         t = ctx.schema[col]
+        floats = inner_dtype(t).is_float()
 
-        def bad(x: pl.Expr) -> pl.Expr:
-            return ((x < 0) | (x > 1)).fill_null(False)
+        def bad(x: pl.Expr, floats: bool = floats) -> pl.Expr:
+            # polars orders NaN above every number (NaN > 1 is True): a NaN is finite.nan's, never out of range
+            out = (x < 0) | (x > 1)
+            return (out & x.is_nan().not_() if floats else out).fill_null(False)
 
         flat = pl.col(col).explode() if is_list(t) else pl.col(col)
         yield RowCheck(

@@ -71,7 +71,7 @@ _ENTRIES = [
     ("content.periodic_tokens", "row", "warn", "a period of 1 to 13 tokens repeats at least 32 times"),
     ("tokens.position_out_of_range", "row", "error", "a position id outside [0, max_position_embeddings)"),
     ("labels.shift_mismatch", "row", "error", "labels are shifted the other way than labels.shifted says"),
-    ("labels.binary_out_of_range", "row", "error", "a binary target outside [0, 1]"),
+    ("labels.binary_out_of_range", "row", "error", "a binary target outside [0, 1] (a NaN is finite.nan's)"),
     ("dist.target_scale", "shard", "warn", "a regression target's std or |mean| exceeds target_scale_warn"),
     ("length.ctc_infeasible", "row", "error", "input frames cannot emit the CTC label sequence"),
     ("dup.exact_in_shard", "row", "warn", "a row repeats an earlier row of the same shard"),
