@@ -170,3 +170,21 @@ def _find_layout_enum(node):
             if got is not None:
                 return got
     return None
+
+
+def test_grouped_collator_rows_are_masked_lm(tmp_path, tok):
+    """run_mlm without --line_by_line: the texts tokenized, concatenated and cut into rows of one
+    length (group_texts, no padding, no attention mask kept), then masked by the collator."""
+    rng = random.Random(6)
+    ids = [i for _ in range(200) for i in tok(" ".join(rng.choice(WORDS) for _ in range(12)))["input_ids"]]
+    block = 32
+    rows = [ids[i:i + block] for i in range(0, len(ids) - block + 1, block)]
+    torch.manual_seed(6)
+    col = transformers.DataCollatorForLanguageModeling(tok, mlm=True, mlm_probability=0.15, return_tensors="pt")
+    b = col([{"input_ids": r} for r in rows])
+    df = pl.DataFrame({"input_ids": b["input_ids"].tolist(), "labels": b["labels"].tolist()})
+    masked = sum(1 for r in df["input_ids"].to_list() for v in r if v == tok.mask_token_id)
+    assert masked > 0 and len(set(len(r) for r in rows)) == 1
+    rep = audit_df(tmp_path, df, facts(tok))
+    assert layout_of(rep)["name"] == "masked_lm"
+    assert rep.findings == [], [(f.check, f.count) for f in rep.findings]
