@@ -3,12 +3,13 @@ from __future__ import annotations
 
 from typing import Iterable
 
+import numpy as np
 import polars as pl
 
 from datacheck.checks._expr import truncated
 from datacheck.checks._render import UNMARKED, cut_by_truncation, rejected_by_template, unmarked_template
 from datacheck.checks.mask import position_pass
-from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check, derives, sum_parts
+from datacheck.checks.registry import Payload, RowCheck, ShardContext, ShardItem, check, derives, measure, sum_parts
 from datacheck.checks.roledtype import problem
 from datacheck.checks.tokens import ID_LAYOUTS
 from datacheck.derive.read import CHAT
@@ -171,7 +172,10 @@ def no_supervised_tokens(ctx: ShardContext) -> Iterable[ShardItem]:
     truncation. Skipped for labels rendered by a chat template without ``{% generation %}`` markers
     (``sft.assistant_mask_empty`` reports the template once). Which rows fail comes from the shared
     pass over the flat buffers where it applies (:func:`datacheck.checks.mask.position_pass`), else
-    from list kernels."""
+    from list kernels. On ``masked_lm`` rows (pre-masked masked-LM data: the loss is a mean over the
+    supervised positions of the whole batch, and a short row often gets no masked position) a row
+    without a supervised label is no defect: the check fails every row only when no row of the shard
+    has one (:func:`_unsupervised_shard`; the message says the shard holds no masked position)."""
     r, s, tok, lab = ctx.roles, ctx.schema, ctx.cfg.tokens, ctx.cfg.labels
     if not is_list(s[r.labels]):
         yield Skipped("empty.no_supervised_tokens", f"labels column {r.labels!r} is not a list")
@@ -181,6 +185,17 @@ def no_supervised_tokens(ctx: ShardContext) -> Iterable[ShardItem]:
         return
     ign = lab.ignore
     kept = truncated(r.labels, tok.max_seq_len, tok.truncation_side)
+    if ctx.layout == "masked_lm":
+        yield RowCheck(
+            check="empty.no_supervised_tokens", column=r.labels, fails=None, from_payload=_unsupervised_shard,
+            example=kept, not_retyped=r.labels,
+            message=lambda n, d, ign=ign, col=r.labels: (
+                f"no row of the shard has a supervised token: every one of its {n} row(s) has every {col!r} "
+                f"label ignore_index {ign} (no masked position), so masked-LM training on it learns nothing and "
+                "a batch of it has a mean loss of 0/0 = NaN; re-run the masking collator (mlm=True, "
+                "mlm_probability > 0) or check that the labels were saved"),
+        )
+        return
     none_kept = kept.list.eval(pl.element() != ign).list.any().not_() | pl.col(r.labels).is_null()
     fast = position_pass(ctx)  # the shared pass over the flat buffers, where it applies: the same rows
     none_kept_rows = (fast[0].struct.field("lab_kept") == 0) if fast is not None else none_kept
@@ -209,6 +224,35 @@ def no_supervised_tokens(ctx: ShardContext) -> Iterable[ShardItem]:
         message=lambda n, d, ign=ign, trunc=trunc, empty_text=empty_text: _no_supervised_message(
             n, d, ign, trunc, empty_text),
     )
+
+
+#: :func:`mlm_supervision`'s payloads: supervised labels kept after truncation, and rows, of the shard
+_MLM_SUPERVISED, _MLM_ROWS = "empty.mlm_supervised", "empty.mlm_rows"
+
+
+@measure("mlm_supervision")
+def mlm_supervision(ctx: ShardContext) -> Iterable[Payload]:
+    """On a ``masked_lm`` shard with a list ``labels`` column and ``[labels] ignore_index`` set: the
+    shard's count of labels other than ignore_index kept after truncation (int) and its row count
+    (int), summed over its batches, for ``empty.no_supervised_tokens`` (:func:`_unsupervised_shard`);
+    nothing on any other shard."""
+    r, lab, tok = ctx.roles, ctx.cfg.labels, ctx.cfg.tokens
+    if ctx.layout != "masked_lm" or r.labels is None or lab.ignore is None or not is_list(ctx.schema.get(r.labels, pl.Null)):
+        return
+    kept = truncated(r.labels, tok.max_seq_len, tok.truncation_side)
+    sup = kept.list.eval((pl.element() != lab.ignore).cast(pl.Int64)).list.sum().fill_null(0).sum()
+    yield Payload(key=_MLM_SUPERVISED, expr=sup, post=int, merge=sum_parts, shard_only=True)
+    yield Payload(key=_MLM_ROWS, expr=pl.len(), post=int, merge=sum_parts, shard_only=True)
+
+
+def _unsupervised_shard(payload: dict) -> "np.ndarray":
+    """``empty.no_supervised_tokens`` on ``masked_lm`` rows: every row (0 .. rows - 1, int64) when no
+    label of the shard is supervised, else none. Masked-LM's loss is a mean over the supervised
+    positions of a whole batch, and at 15% masking a short row often gets no masked position: such a
+    row is no defect, a shard with no masked position at all is."""
+    if int(payload[_MLM_SUPERVISED] or 0):
+        return np.zeros(0, dtype=np.int64)
+    return np.arange(int(payload[_MLM_ROWS] or 0), dtype=np.int64)
 
 
 def _no_supervised_message(n: int, d: dict[str, int], ign: int, trunc: str, empty_text: str) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 from typing import Any, Iterable
 
+import numpy as np
 import polars as pl
 
 from datacheck.checks._expr import any_element, counts_to_pairs, first_bad, value_counts
@@ -14,6 +15,7 @@ from datacheck.checks._render import rejected_by_template
 from datacheck.checks.mask import position_pass, positions_view
 from datacheck.checks.registry import (
     FlatView,
+    Payload,
     RowAgg,
     RowCheck,
     ShardContext,
@@ -31,7 +33,7 @@ from datacheck.checks.roledtype import problem
 from datacheck.derive.read import CHAT
 from datacheck.model import layouts as lay
 from datacheck.model.findings import Finding, Skipped
-from datacheck.model.roles import INT64_MAX, INT64_MIN, is_list, seq2seq_layout
+from datacheck.model.roles import INT64_MAX, INT64_MIN, inner_dtype, is_list, seq2seq_layout
 from datacheck.model.stats import LabelCounts
 
 __all__ = ["out_of_range", "unexpected_sentinel", "label_null", "label_stats", "unseen_class", "tag_label_stats", "TAG_LABELS", "index_classes", "BOOL_CLASSES", "binary_out_of_range", "shift_mismatch", "SHIFT_MATCH_SHARE"]
@@ -130,11 +132,15 @@ def _class_label(ctx: ShardContext, col: str) -> Iterable[ShardItem]:
     if numeric:
         sentinel = (c < 0) & not_ignored
         ign_txt = f"ignore_index is {ign}" if ign is not None else "ignore_index is unset"
+        shard_values: dict[str, Any] = {}  # the shard's label values, filled by from_payload before the message
         yield RowCheck(
-            check="labels.unexpected_sentinel", column=col, fails=sentinel, example=c,
+            check="labels.unexpected_sentinel", column=col, fails=None, example=c,
+            from_payload=lambda p, col=col, seen=shard_values: _sentinel_rows(p, col, seen),
             details={"values": value_counts(c.filter(sentinel))},
-            message=lambda n, d, col=col, t=ign_txt: (_sentinel_head(n, d, col, t) + ". Set [labels] ignore_index to "
-                                                      "the value the loss ignores, or drop these rows"),
+            message=lambda n, d, col=col, t=ign_txt, seen=shard_values: (
+                _sentinel_head(n, d, col, t) + (_plus_minus_one(col) if _only_plus_minus_one(seen.get("values")) else
+                                                ". Set [labels] ignore_index to the value the loss ignores, or drop "
+                                                "these rows")),
             message_all_rows=lambda n, d, col=col, t=ign_txt: _unlabeled_split(n, d, col, t),
         )
     names: list | None = None
@@ -173,6 +179,71 @@ def _class_label(ctx: ShardContext, col: str) -> Iterable[ShardItem]:
         details={**details, "equal_num_classes": (c == k).sum(), "equal_255": (c == 255).sum()},
         message=lambda n, d, col=col, k=k, names=names: _range_message(n, d, col, k, names),
     )
+
+
+#: ``labels.unexpected_sentinel``'s payloads of a numeric class label column (:func:`sentinel_payloads`):
+#: per row, whether it fails (Boolean, row order), and the shard's label values (at most 3 counted a batch)
+_SENTINEL_ROWS, _SENTINEL_VALUES = "labels.sentinel_rows:", "labels.sentinel_values:"
+
+
+def _class_sentinel(ctx: ShardContext, col: str) -> tuple[pl.Expr, pl.Expr] | None:
+    """(the class label column ``col`` as the checks read it, per row whether it holds a negative value
+    other than ``[labels] ignore_index``), or None when ``col`` is not numeric (or Boolean) or its dtype
+    cannot serve the label role: the rule of ``labels.unexpected_sentinel``, shared by its payloads."""
+    t = ctx.schema[col]
+    if problem(ctx, "label", col) is not None:
+        return None
+    c = pl.col(col)
+    if t == pl.Boolean:
+        c, t = c.cast(pl.Int8), pl.Int8
+    if not t.is_numeric():
+        return None
+    ign = ctx.cfg.labels.ignore
+    return c, (c < 0) & ((c != ign) if ign is not None else pl.lit(True))
+
+
+@measure("label_sentinels")
+def sentinel_payloads(ctx: ShardContext) -> Iterable[Payload]:
+    """For a numeric class label column: per row (Boolean, row order) whether it is
+    ``labels.unexpected_sentinel``'s, and the shard's label values other than null and NaN (value
+    counts, at most 3 a batch: enough to tell a column whose only values are -1 and +1), read by that
+    check's ``from_payload`` (:func:`_sentinel_rows`); nothing for any other shard."""
+    col = ctx.roles.label
+    got = _class_sentinel(ctx, col) if col is not None else None
+    if col is None or got is None:
+        return
+    c, sentinel = got
+    present = c.drop_nulls()
+    if ctx.schema[col].is_float():
+        present = present.drop_nans()
+    yield Payload(key=_SENTINEL_ROWS + col, expr=sentinel.fill_null(False).implode(), shard_only=True)
+    yield Payload(key=_SENTINEL_VALUES + col, expr=value_counts(present, limit=3), post=lambda v: v.to_list(),
+                  merge=counts_parts(limit=3), shard_only=True)
+
+
+def _sentinel_rows(payload: dict[str, Any], col: str, seen: dict[str, Any]) -> "np.ndarray":
+    """The failing rows of ``labels.unexpected_sentinel`` in class label ``col`` (int64, sorted), from
+    its payloads (:func:`sentinel_payloads`); the shard's label values are kept in ``seen["values"]``
+    for the message."""
+    seen["values"] = payload.get(_SENTINEL_VALUES + col)
+    rows = payload[_SENTINEL_ROWS + col]
+    flags = rows.to_numpy() if isinstance(rows, pl.Series) else np.asarray(rows)
+    return np.flatnonzero(flags.astype(bool)).astype(np.int64)
+
+
+def _only_plus_minus_one(counts: Any) -> bool:
+    """Whether the label value counts ``counts`` hold exactly the values -1 and +1 (an SVM-style binary
+    encoding: y in {-1, +1})."""
+    values = {v for v, _ in counts_to_pairs(counts)} if counts else set()
+    return len(values) == 2 and values == {-1, 1}
+
+
+def _plus_minus_one(col: str) -> str:
+    """The advice of ``labels.unexpected_sentinel`` when -1 and +1 are the only values of ``col``."""
+    return (f". -1 and +1 are the only values of {col!r}: a -1/+1 binary encoding (SVM-style y), so -1 is a class, "
+            "not a label to ignore or drop (dropping these rows throws one class away). Map the labels to 0/1 "
+            "((y + 1) / 2: -1 -> 0, +1 -> 1) for a cross-entropy loss, or keep -1/+1 only for a loss that takes them "
+            "(hinge, SVM)")
 
 
 def _sentinel_head(n: int, d: dict[str, Any], col: str, ign_txt: str) -> str:
@@ -385,7 +456,11 @@ def unexpected_sentinel(ctx: ShardContext) -> Iterable[ShardItem]:
     """``labels.unexpected_sentinel``: a negative class or token label that is not ``ignore_index``
     (reported here only, never again as ``labels.out_of_range``). When every class label of a shard
     is -1, the message says the split is unlabeled (GLUE's test splits store their hidden labels
-    as -1) instead of asking for ``[labels] ignore_index``."""
+    as -1) instead of asking for ``[labels] ignore_index``. When -1 and +1 are the only values of a
+    class label column in the shard (nulls and NaN aside), the message says it is a -1/+1 binary
+    encoding (SVM-style y: -1 is a class, dropping its rows throws the class away) and to map it to
+    0/1, instead of asking to set ``ignore_index`` or drop the rows. The failing class-label rows and
+    the shard's values come from the measurement :func:`sentinel_payloads` (``from_payload``)."""
     return _label_items(ctx, "labels.unexpected_sentinel")
 
 
@@ -605,16 +680,20 @@ def _bool_unseen_message(col: str, unseen: list[int]) -> str:
 def binary_out_of_range(ctx: ShardContext) -> Iterable[ShardItem]:
     """``labels.binary_out_of_range``: with ``[labels] target_kind = "binary"`` (BCE / multi-label
     targets), a ``target`` value (scalar or list of numbers) outside ``[0, 1]``: BCE on 0/255 masks
-    gives a negative loss. Null and NaN are not judged here (``finite.nan``). The message hints at
+    gives a negative loss. Null and NaN are not judged here (``finite.nan``: a row whose only odd
+    value is a NaN is no finding of this check; polars orders NaN above 1). The message hints at
     {0, 255} masks. Skipped with ``target_kind = "regression"`` (the default)."""
     if ctx.cfg.labels.target_kind != "binary":
         yield Skipped("labels.binary_out_of_range", '[labels] target_kind is "regression" (set "binary" for BCE targets)')
         return
     for col in ctx.roles.target:
         t = ctx.schema[col]
+        floats = inner_dtype(t).is_float()
 
-        def bad(x: pl.Expr) -> pl.Expr:
-            return ((x < 0) | (x > 1)).fill_null(False)
+        def bad(x: pl.Expr, floats: bool = floats) -> pl.Expr:
+            # polars orders NaN above every number (NaN > 1 is True): a NaN is finite.nan's, never out of range
+            out = (x < 0) | (x > 1)
+            return (out & x.is_nan().not_() if floats else out).fill_null(False)
 
         flat = pl.col(col).explode() if is_list(t) else pl.col(col)
         yield RowCheck(

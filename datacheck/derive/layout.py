@@ -30,7 +30,11 @@ first :data:`SAMPLE_ROWS` rows, read only when a rule needs them):
      the labels equal the ids and some row is padded (a 0 in ``attention_mask``; without a mask, a
      run of ``[tokens] pad_token_id`` at one end of a row, of 2+ ids when it equals the eos id) or
      the rows differ in length; ``packed_lm`` when every sample row is unpadded and of one length (``group_texts``);
-     unknown (unsure) when the labels match neither;
+     unknown (unsure) when the labels match neither; but first ``masked_lm`` when one id (the mask
+     token) holds most supervised positions and almost no unsupervised one (pre-masked masked-LM
+     rows: :func:`_masked_positions`; with labels small enough to be tags, only when the labels also
+     equal the ids on :data:`MASKED_KEPT` of the other supervised positions, as the collator's
+     unchanged 10% do);
    - without ``labels``: ``text_classification`` with a class ``label`` column or a ``target`` (a
      multi-label vector of floats, a regression score: an answer per row, not per token); ``sft_tokenized``
      with an ``assistant_mask`` (the collator makes the labels from it: TRL's ``assistant_only_loss``
@@ -78,7 +82,8 @@ from datacheck.model.roles import (
     seq2seq_layout,
 )
 
-__all__ = ["recognize", "shard_layout", "padding_side_of", "hidden_prompts", "REFINES", "SAMPLE_ROWS", "AGREEMENT", "MAX_TAG_ID", "AUDIO_FEATURES", "CHAT_NAMES",
+__all__ = ["recognize", "shard_layout", "padding_side_of", "hidden_prompts", "REFINES", "SAMPLE_ROWS", "AGREEMENT", "MAX_TAG_ID",
+           "MASKED_SHARE", "MASKED_MIN", "MASKED_ELSEWHERE", "MASKED_KEPT", "AUDIO_FEATURES", "CHAT_NAMES",
            "DELIMITERS", "Sample"]
 
 #: rows of a shard read to decide what the columns alone cannot (position resets, hidden prompts,
@@ -89,6 +94,18 @@ SAMPLE_ROWS = 1000
 AGREEMENT = 0.9
 #: the largest label of a token-classification tag set the recognizer accepts (CoNLL-2003: 8, OntoNotes: 36)
 MAX_TAG_ID = 1000
+#: share of the supervised positions one id (the mask token) must hold for rows to be pre-masked
+#: masked-LM rows: the collator writes ``[MASK]`` at 80% of them (``DataCollatorForLanguageModeling``)
+MASKED_SHARE = 0.5
+#: the fewest supervised sample positions holding the mask id that tell masked-LM rows
+MASKED_MIN = 5
+#: the largest share of the attended unsupervised positions that may hold the mask id (a literal
+#: ``[MASK]`` in the text; the collator writes it at supervised positions only)
+MASKED_ELSEWHERE = 0.01
+#: with labels small enough to be tags (below :data:`MAX_TAG_ID` and the supervised count), the share of
+#: the supervised positions not holding the mask id whose label is their id for the rows to be masked-LM
+#: rows, not tags: the collator keeps half of them unchanged (10% of 20%); tags never equal the ids
+MASKED_KEPT = 0.2
 #: Hugging Face audio feature columns: raw waveform (wav2vec2) and log-mel frames (Whisper, conformers)
 AUDIO_FEATURES = ("input_values", "input_features")
 #: conversation columns: TRL/OpenAI ``messages`` ({role, content}) and ShareGPT ``conversations`` ({from, value})
@@ -388,6 +405,58 @@ def _label_evidence_rows(df: pl.DataFrame, ids: str, labels: str, mask: str | No
     return ev
 
 
+def _masked_positions(df: pl.DataFrame, ids: str, labels: str, mask: str | None, ignore: int | None,
+                      pad: int | None = None) -> tuple[int, int, int, int, int, int] | None:
+    """Whether the sample's rows read as pre-masked masked-LM rows (``DataCollatorForLanguageModeling(
+    mlm=True)`` output saved as data): ``(mask id, supervised positions holding it, supervised
+    positions, attended unsupervised positions holding it, supervised positions not holding it whose
+    label is their id (the collator's 10% kept unchanged), supervised positions not holding it)``, or None.
+
+    Over the sample rows whose ids and labels have one length, the attended positions (``mask`` not 0
+    there; without a mask of the row's length, ids other than ``pad``, or every position when
+    ``pad`` is None) whose label is not null, not ``ignore`` and >= 0 are the supervised ones. The
+    rows are masked-LM rows when one id (the mask token: the collator writes it at 80% of the
+    supervised positions, a random id at 10%, the original at 10%) holds at least
+    :data:`MASKED_SHARE` of the supervised positions (and at least :data:`MASKED_MIN` of them), at
+    most :data:`MASKED_ELSEWHERE` of the attended unsupervised positions (the collator writes it
+    nowhere else; a literal ``[MASK]`` in the text may occur), and the labels there are never that id
+    (they are the original ids). The mask id is read from the rows, so no tokenizer is needed."""
+    both = df.select(ids, labels, *([mask] if mask is not None and mask in df.columns else [])).drop_nulls([ids, labels])
+    both = both.filter(pl.col(ids).list.len() == pl.col(labels).list.len())
+    if not both.height:
+        return None
+    a = both[ids].explode().to_numpy()
+    b = both[labels].explode().to_numpy()
+    if a.dtype.kind not in "iu" or b.dtype.kind not in "iu":  # a null element: not collator output
+        return None
+    attended = np.ones(a.shape, dtype=bool) if pad is None else a != pad
+    if mask is not None and mask in both.columns:
+        same = both[mask].list.len() == both[ids].list.len()
+        if bool(same.all()):
+            m = both[mask].explode().to_numpy()
+            if m.dtype.kind in "iub":
+                attended = m != 0
+    sup = attended & (b >= 0)
+    if ignore is not None:
+        sup &= b != ignore
+    n_sup = int(np.count_nonzero(sup))
+    if n_sup < MASKED_MIN:
+        return None
+    vals, counts = np.unique(a[sup], return_counts=True)
+    mid = int(vals[np.argmax(counts)])
+    at = int(counts.max())
+    if at < max(MASKED_MIN, MASKED_SHARE * n_sup):
+        return None
+    rest = attended & ~sup
+    elsewhere = int(np.count_nonzero(rest & (a == mid)))
+    if elsewhere > MASKED_ELSEWHERE * max(int(np.count_nonzero(rest)), 1):
+        return None
+    if bool(np.any(sup & (a == mid) & (b == mid))):
+        return None
+    other = sup & (a != mid)
+    return mid, at, n_sup, elsewhere, int(np.count_nonzero(other & (a == b))), int(np.count_nonzero(other))
+
+
 def _occurs(needle: list[int], hay: list[int]) -> bool:
     """Whether the non-empty list ``needle`` is a contiguous run of the list ``hay`` (compared at
     each position of ``hay`` that holds ``needle``'s first value)."""
@@ -593,6 +662,13 @@ def _tokenized(schema: dict[str, pl.DataType], roles: Roles, sample: Sample, ids
     if not ev["sup"]:
         return unknown(f"unsure: no sample row of {labels!r} has a supervised label, so it tells nothing")
     if not lm:
+        masked = _masked_positions(df, ids, labels, mask, ignore, pad)
+        tags = ev["max"] < MAX_TAG_ID and ev["max"] < ev["sup"]
+        if masked is not None and (not tags or masked[4] >= MASKED_KEPT * max(masked[5], 1)):
+            mid, at, sup, elsewhere = masked[:4]
+            return found("masked_lm", f"{labels!r} supervises {sup} sample positions, {at} of them holding id {mid} "
+                                      f"in {ids!r} (the mask token), {elsewhere} unsupervised attended ones (pre-masked "
+                                      "masked-LM rows: DataCollatorForLanguageModeling(mlm=True))")
         if ev["max"] < MAX_TAG_ID and ev["max"] < ev["sup"]:
             return found("token_classification", f"{labels!r} holds class ids up to {ev['max']} aligned with {ids!r}")
         targets, own, judged = _decoder_targets(df, ids, labels, mask, ignore)

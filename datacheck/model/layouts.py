@@ -10,6 +10,12 @@ TRL's trainers, ``DataCollatorWithFlattening``, token-classification and seq2seq
 - ``packed_sft``: packed rows whose labels also hide prompts (``DataCollatorWithFlattening`` over
   SFT examples, TRL ``padding_free``);
 - ``causal_lm``: one document per row, padded (or of varying length), labels the ids;
+- ``masked_lm``: pre-masked masked-LM rows (BERT-style, ``DataCollatorForLanguageModeling(mlm=True)``
+  output saved as data): ``input_ids`` with the mask token at most supervised positions (the
+  collator's 80% ``[MASK]``, 10% a random id, 10% the id unchanged), ``labels`` the original ids at
+  those positions and ``ignore_index`` everywhere else; the loss is a mean over the supervised
+  positions of the whole batch, so a row with no masked position (common at 15% masking of short
+  rows) is harmless, and only a shard with no supervised position at all is a defect;
 - ``sft_tokenized``: tokenized instruction/chat rows whose labels (or an ``assistant_mask``) hide the
   prompt;
 - ``chat_sft``: conversations (``messages`` / ShareGPT ``conversations``), before or after rendering;
@@ -46,6 +52,7 @@ LAYOUTS: dict[str, str] = {
     "packed_lm": "pre-training rows: documents packed to one length (labels = input_ids)",
     "packed_sft": "packed fine-tuning rows: several examples per row, prompts hidden from the loss",
     "causal_lm": "one document per row, padded (labels = input_ids)",
+    "masked_lm": "pre-masked masked-LM rows: [MASK] in input_ids, labels the original ids there, ignore_index elsewhere",
     "sft_tokenized": "tokenized fine-tuning rows: labels or an assistant mask hide the prompt",
     "chat_sft": "conversations (messages / ShareGPT conversations), rendered by a chat template",
     "dpo": "preference pairs (chosen, rejected; prompt optional)",
@@ -72,7 +79,8 @@ PACKED: frozenset[str] = frozenset({"packed_lm", "packed_sft"})
 #: rows with a prompt and a response: the response rules (sft.*) apply
 SFT: frozenset[str] = frozenset({"sft_tokenized", "chat_sft", "packed_sft"})
 #: rows of token ids (input_ids) a model's embedding reads
-TOKENIZED: frozenset[str] = LM | SFT | PACKED | frozenset({"seq2seq", "text_classification", "token_classification"})
+TOKENIZED: frozenset[str] = LM | SFT | PACKED | frozenset({"masked_lm", "seq2seq", "text_classification",
+                                                              "token_classification"})
 #: rows with a class label
 CLASSIFICATION: frozenset[str] = frozenset({"text_classification", "token_classification", "tabular"})
 #: rows with a label or labels of any kind
@@ -113,6 +121,7 @@ OPTIONAL_ROLES: dict[str, frozenset[str]] = {
     "packed_sft": _PACKING | {"text", "label", "target", "token_type_ids", "assistant_mask"},
     "chat_sft": frozenset({"text", "attention_mask", "token_type_ids", "position_ids"}),
     "causal_lm": frozenset({"text", "label", "labels", "target", "token_type_ids"}),
+    "masked_lm": frozenset({"text", "label", "target", "token_type_ids"}),
     "packed_lm": _PACKING | {"text", "label", "labels", "target", "token_type_ids"},
 }
 
