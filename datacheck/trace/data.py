@@ -949,8 +949,8 @@ def crash_tail(res: TraceResult, conv: StepConvention) -> tuple[int, int, str] |
     """The log steps a crashed run stopped in, for a log without an anomaly whose console ends in a Python
     traceback (:attr:`ReadStats.crash`) and no ledger: the steps after the last one logged (every log's
     last training record, :attr:`ReadStats.last_step`) up to the next step it would have logged (its
-    logging interval ``k``, :attr:`ReadStats.interval`; for a log of one record, that record's step from
-    the log's first step), at most :data:`MAX_AUDITED_STEPS`, their rows from the plan. ``(first, last,
+    logging interval ``k``, :attr:`ReadStats.interval`; for a log that logged one step, that step counted
+    from the log's first step), at most :data:`MAX_AUDITED_STEPS`, their rows from the plan. ``(first, last,
     why)``; None when no log ends in a traceback, no training record was logged, or the log counts
     micro-batches or holds records without a step."""
     crashed = [st for st in res.logs if st.crash is not None]
@@ -960,9 +960,9 @@ def crash_tail(res: TraceResult, conv: StepConvention) -> tuple[int, int, str] |
     end = max(st.last_step for st in lasts if st.last_step is not None)
     end_log = next(st for st in lasts if st.last_step == end)
     k, said = end_log.interval, ""
-    if k is None:  # one record: the steps from the log's first step up to it were one interval
+    if k is None:  # one step logged: the steps from the log's first step up to it were one interval
         k = max(1, end - conv.first_step + 1)
-        said = " (taken from its one record)"
+        said = f" (its only logged step, counted from the first step, {conv.first_step})"
     lo, hi = end + 1, min(end + k, end + MAX_AUDITED_STEPS)
     where = "; ".join(crash_texts(res))
     return lo, hi, (f"no anomaly in the log, but it ends in a Python traceback ({where}): the run crashed after "

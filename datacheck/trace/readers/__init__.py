@@ -175,20 +175,32 @@ class LogFile:
         line_rank: dict[int, int] = {}  # line -> the rank its launcher prefix named
         data_lines = st.dataset_lines = megatron.DatasetLines() if self.format in ("text", megatron.NAME) else None
 
+        teed: set[int] = set()  # lines a launcher merged from a process's separate stdout and stderr (torchrun's
+        # --tee [defaultN]:, OpenMPI's <stdout>/<stderr> tags): their order across the two streams is not kept
+
         def unprefixed(lines: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str]]:
             for n, text in lines:
-                r, text = split_rank_prefix(text)
+                r, rest = split_rank_prefix(text)
                 if r is not None:
                     line_rank[n] = r
-                yield n, text
+                    if not text.startswith("[rank"):
+                        teed.add(n)
+                yield n, rest
 
         seg = 0  # texts read: a line's \r segments (tqdm's redraws) share its number, each counted here
         for n, text in self._joined(unprefixed(iter_lines(self.path, st))):
             seg += 1
             prefix_rank = line_rank.pop(n, None) if line_rank else None
+            tee = n in teed
+            if tee:
+                teed.discard(n)
             if not text or text.isspace():
                 continue
-            ctx.tracebacks.line(n, text, prefix_rank)
+            if text[0] == "[":  # torch prints a traceback with its own [rankN]: (torchrun's --tee adds [defaultN]:)
+                r2, inner = split_rank_prefix(text)
+                ctx.tracebacks.line(n, inner, r2 if r2 is not None else prefix_rank, tee)
+            else:
+                ctx.tracebacks.line(n, text, prefix_rank, tee)
             if ctx.waiting is not None and "<" in text and (t := tqdm.search(text)) is not None:
                 # the bar tqdm redraws right after writing the dict holds the step it was logged at
                 w, ctx.waiting = ctx.waiting, None

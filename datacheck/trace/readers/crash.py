@@ -10,7 +10,10 @@ launcher's rank prefix, torchrun's ``[rank1]:``, is taken off before a line come
 traceback's rank).
 
 A traceback is a crash only when it is complete (its exception line was read) and no training record
-of its rank (or of any rank, when the traceback or the record names none) comes after it: a traceback
+of its rank (or of any rank, when the traceback or the record names none) comes after it (a traceback a
+launcher merged from the process's separate stderr, torchrun's ``--tee`` ``[defaultN]:`` or OpenMPI's
+tags, may come before the last records the process wrote to stdout: up to :data:`MAX_REORDERED` of
+its rank's records after it are taken as such): a traceback
 a loop caught and logged in the middle of a healthy run (``logger.exception``), or the word
 ``Traceback`` inside a logged message, is no crash. Of chained tracebacks ("During handling of the
 above exception ...") the last one's exception is the one that ended the process.
@@ -33,6 +36,8 @@ _EXCEPTION = re.compile(
     r"|GeneratorExit))(?::[ \t]?(.*))?[ \t\r]*$")
 #: lines a traceback may span (frames and other output between) before its header is let go
 MAX_TRACEBACK_LINES = 5000
+#: records of its rank a launcher-merged traceback may come before (its stdout read behind its stderr)
+MAX_REORDERED = 3
 #: characters of the exception's line kept
 _TEXT = 300
 
@@ -53,8 +58,9 @@ class Tracebacks:
     open: dict[int | None, int] = field(default_factory=dict)
     done: dict[int | None, dict[str, Any]] = field(default_factory=dict)
 
-    def line(self, n: int, text: str, rank: int | None) -> None:
-        """Read line ``n`` (1-based; ``text`` without the launcher's prefix; ``rank`` the prefix's, or None)."""
+    def line(self, n: int, text: str, rank: int | None, tee: bool = False) -> None:
+        """Read line ``n`` (1-based; ``text`` without the launcher's prefix; ``rank`` the prefix's, or None;
+        ``tee``: a launcher merged it from the process's separate stdout and stderr)."""
         if not self.open and "Traceback" not in text:
             return
         stripped = text.strip()
@@ -68,7 +74,7 @@ class Tracebacks:
             del self.open[rank]
             self.done[rank] = {"line": n, "traceback_line": start, "exception": m.group(1),
                                "message": (m.group(2) or "").strip()[:_TEXT], "text": stripped[:_TEXT],
-                               "rank": rank}
+                               "rank": rank, "reordered": MAX_REORDERED if tee else 0}
         elif n - start > MAX_TRACEBACK_LINES:
             del self.open[rank]
 
@@ -77,8 +83,12 @@ class Tracebacks:
         (or all, for a record or traceback without a rank) stopped no run."""
         if self.done:
             for r in [r for r, c in self.done.items() if (line is None or c["line"] < line) and (r is None or rank is None or r == rank)]:
-                del self.done[r]
+                if self.done[r]["reordered"] > 0:  # a record its rank wrote to stdout before the crash
+                    self.done[r]["reordered"] -= 1
+                else:
+                    del self.done[r]
 
     def crash(self) -> dict[str, Any] | None:
         """The first (by line) traceback no training record followed (see :attr:`done`), None when none."""
-        return min(self.done.values(), key=lambda c: c["line"], default=None)
+        first = min(self.done.values(), key=lambda c: c["line"], default=None)
+        return None if first is None else {k: v for k, v in first.items() if k != "reordered"}

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -209,3 +210,77 @@ def test_a_trainer_console_that_crashed_names_the_crash_and_the_row(tmp_path):
     assert d["rows"]["steps"][str(HF_CRASH + 1)]["0"] == seen[-1]
     shard, row = place(bad, SIZES)
     assert [(f["shard"], f["shard_row"], f["row"]) for f in d["rows"]["failing_rows"]] == [(shard, row, bad)]
+
+
+DDP_CRASH = 7  # 0-based; logged steps 5 (and 10, never reached)
+
+DDP_SCRIPT = r'''
+import json, sys, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+rank, world = dist.get_rank(), dist.get_world_size()
+root = sys.argv[1]
+rows = json.load(open(root + "/rows.json"))
+sampler = torch.utils.data.DistributedSampler(list(range(len(rows))), num_replicas=world, rank=rank, shuffle=True,
+                                              seed=%(SEED)d)
+loader = torch.utils.data.DataLoader(list(range(len(rows))), batch_size=%(B)d, sampler=sampler)
+torch.manual_seed(0)
+model = torch.nn.parallel.DistributedDataParallel(torch.nn.Sequential(torch.nn.Embedding(%(V)d, 8),
+                                                                      torch.nn.Linear(8, %(V)d)))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for k, idx in enumerate(loader):
+    x = torch.tensor([rows[i]["input_ids"] for i in idx.tolist()])
+    logits = model(x[:, :-1])  # IndexError on the planted id, on the rank that holds it
+    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, %(V)d), x[:, 1:].reshape(-1))
+    opt.zero_grad(); loss.backward(); opt.step()
+    if (k + 1) %% %(K)d == 0:
+        print(f"step {k + 1} loss {loss.item():.4f}", flush=True)
+'''
+
+
+def test_a_torchrun_console_names_the_crashed_rank_and_the_row(tmp_path):
+    """Two gloo ranks under ``torchrun --tee 3`` (each line prefixed ``[defaultN]:``; torch prints a rank's
+    traceback with its own ``[rankN]:`` too): rank 1 dies on the planted id, rank 0 then on the closed
+    connection, torchrun last with ``ChildFailedError`` (unprefixed)."""
+    world = 2  # 80 rows a rank: 10 steps
+    order1 = distributed_order(torch, N, world, 1, SEED)
+    bad = order1[DDP_CRASH * B + POS]
+    ids = torch.randint(0, V, (N, L), generator=torch.Generator().manual_seed(0)).tolist()
+    ids[bad][4] = V
+    rows = [{"input_ids": r} for r in ids]
+    write_shards(tmp_path / "data", rows, SIZES)
+    (tmp_path / "rows.json").write_text(json.dumps(rows))
+    (tmp_path / "run.py").write_text(DDP_SCRIPT % {"V": V, "B": B, "SEED": SEED, "K": K})
+    (tmp_path / "datacheck.toml").write_text(f"[tokens]\nvocab_size = {V}\n\n[batch]\nbatch_size = {B}\n"
+                                             f"world_size = {world}\nseed = {SEED}\n")
+    console = tmp_path / "console.log"
+    with open(console, "w") as f:
+        p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+                            str(world), "--tee", "3", str(tmp_path / "run.py"), str(tmp_path)], stdout=f,
+                           stderr=subprocess.STDOUT, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    text = console.read_bytes().decode()
+    assert p.returncode != 0 and "[rank1]: IndexError: index out of range in self" in text, text[-3000:]
+    lines = text.split("\n")
+    # the first exception line of a rank's traceback in the file (torchrun's tee may write either rank first)
+    first = next(i + 1 for i, t in enumerate(lines) if re.match(r"\[default\d\]:\[rank\d\]: [\w.]+Error", t))
+    who = int(re.match(r"\[default\d\]:\[rank(\d)\]", lines[first - 1]).group(1))
+    last_logged = (DDP_CRASH // K) * K
+    lo, hi = last_logged + 1, last_logged + K
+    rc, res, err = trace_json(str(console), "--data", str(tmp_path / "data"), "--config",
+                              str(tmp_path / "datacheck.toml"))
+    assert rc == 1, err
+    crash = res["logs"][0]["crash"]
+    assert (crash["line"], crash["rank"]) == (first, who)
+    if who == 1:
+        assert crash["exception"] == "IndexError"
+    assert f"console.log line {first} (rank {who}): " in res["data"]["message"]
+    assert f"log step {last_logged} (optimizer step {last_logged - 1}), logged every {K} step(s) (its only logged " \
+        "step, counted from the first step, 1)" in res["data"]["message"]
+    d = res["data"]
+    assert d["audited_steps"] == [lo, hi] and d["crash_tail"] is True
+    for r in range(world):
+        o = distributed_order(torch, N, world, r, SEED)
+        assert d["rows"]["steps"][str(DDP_CRASH + 1)][str(r)] == o[DDP_CRASH * B:(DDP_CRASH + 1) * B]
+    shard, row = place(bad, SIZES)
+    failing = d["rows"]["failing_rows"]
+    assert [(f["shard"], f["shard_row"], f["row"]) for f in failing] == [(shard, row, bad)]
+    assert failing[0]["at"] == [{"step": DDP_CRASH + 1, "rank": 1, "micro_batch": 0}]

@@ -89,3 +89,24 @@ def test_a_rank_crash_followed_by_that_ranks_records_is_no_crash(tmp_path):
     text = (f"[rank0]: step 1 loss 2.0\n[rank0]: {HEADER}\n" + "".join(f"[rank0]: {x}\n" for x in _frames().splitlines())
             + "[rank0]: ValueError: bad sample skipped\n[rank0]: step 2 loss 1.9\n")
     assert _crash(tmp_path, text)[0] is None
+
+
+def test_torchruns_tee_prefix_before_torchs_own_rank_prefix(tmp_path):
+    # torchrun --tee 3: [defaultN]: before the [rankN]: torch prints its traceback with
+    frames = "".join(f"[default1]:[rank1]: {x}\n" for x in _frames().splitlines())
+    text = ("[default1]:step 5 loss 2.0\n[default0]:step 5 loss 2.0\n[default1]:[rank1]: " + HEADER + "\n" + frames
+            + "[default1]:[rank1]: IndexError: index out of range in self\n")
+    crash, _, _ = _crash(tmp_path, text)
+    assert crash is not None and (crash["rank"], crash["line"]) == (1, _line_of(text, "IndexError: index"))
+
+
+def test_a_teed_traceback_before_its_ranks_last_stdout_records_still_stands(tmp_path):
+    # torchrun --tee tails a rank's stdout and stderr apart: its last step lines may come after its traceback
+    tb = (f"[default1]:[rank1]: {HEADER}\n" + "".join(f"[default1]:[rank1]: {x}\n" for x in _frames().splitlines())
+          + "[default1]:[rank1]: IndexError: index out of range in self\n")
+    text = tb + "[default0]:step 5 loss 3.6\n[default1]:step 5 loss 3.5\n"
+    crash, _, _ = _crash(tmp_path, text)
+    assert crash is not None and (crash["rank"], crash["line"]) == (1, _line_of(text, "IndexError: index"))
+    # a run that went on after it logs on: more records of that rank than a tail's lag holds
+    text = "[default1]:step 1 loss 3.9\n" + tb + "".join(f"[default1]:step {s} loss 3.5\n" for s in range(2, 8))
+    assert _crash(tmp_path, text)[0] is None
