@@ -76,7 +76,7 @@ from datacheck.trace.record import ReadStats
 from datacheck.trace.run import TraceResult
 from datacheck.trace.steps import OLMO_LEDGER_FIRST_STEP, StepConvention
 
-__all__ = ["StepRows", "logs_loader", "unlogged_tail", "with_in_flight", "micro_batch_rows", "ledger_grad_accum", "ledger_rows", "ledger_gaps", "plan_rows", "ledger_step_rows",
+__all__ = ["StepRows", "logs_loader", "unlogged_tail", "crash_tail", "crash_texts", "with_in_flight", "micro_batch_rows", "ledger_grad_accum", "ledger_rows", "ledger_gaps", "plan_rows", "ledger_step_rows",
            "RowAudit", "audit_step_rows",
            "DatasetIndex", "export_rows", "trace_data", "plan_steps_per_epoch", "plan_epoch_micro_batches",
            "ledger_epoch_micro_batches",
@@ -947,6 +947,38 @@ def unlogged_tail(res: TraceResult, folder: str | Path, conv: StepConvention) ->
                     "batches the loop had received; a run that ended normally did not log its last steps")
 
 
+def crash_texts(res: TraceResult) -> list[str]:
+    """Each log's crash in words (:meth:`ReadStats.crash_text`: the Python traceback it ends with)."""
+    return [t for st in res.logs if (t := st.crash_text()) is not None]
+
+
+def crash_tail(res: TraceResult, conv: StepConvention) -> tuple[int, int, str] | None:
+    """The log steps a crashed run stopped in, for a log without an anomaly whose console ends in a Python
+    traceback (:attr:`ReadStats.crash`) and no ledger: the steps after the last one logged (every log's
+    last training record, :attr:`ReadStats.last_step`) up to the next step it would have logged (its
+    logging interval ``k``, :attr:`ReadStats.interval`; for a log that logged one step, that step counted
+    from the log's first step), at most :data:`MAX_AUDITED_STEPS`, their rows from the plan. ``(first, last,
+    why)``; None when no log ends in a traceback, no training record was logged, or the log counts
+    micro-batches or holds records without a step."""
+    crashed = [st for st in res.logs if st.crash is not None]
+    lasts = [st for st in res.logs if st.last_step is not None]
+    if not crashed or not lasts or conv.micro_batches > 1 or conv.unplaced:
+        return None
+    end = max(st.last_step for st in lasts if st.last_step is not None)
+    end_log = next(st for st in lasts if st.last_step == end)
+    k, said = end_log.interval, ""
+    if k is None:  # one step logged: the steps from the log's first step up to it were one interval
+        k = max(1, end - conv.first_step + 1)
+        said = f" (its only logged step, counted from the first step, {conv.first_step})"
+    lo, hi = end + 1, min(end + k, end + MAX_AUDITED_STEPS)
+    where = "; ".join(crash_texts(res))
+    return lo, hi, (f"no anomaly in the log, but it ends in a Python traceback ({where}): the run crashed after "
+                    f"its last logged step, log step {end} (optimizer step {conv.optimizer_step(end)}), logged every "
+                    f"{k} step(s){said}, so the run stopped in "
+                    + (f"log step {lo}" if lo == hi else f"one of log steps {lo}..{hi}")
+                    + " (unlogged), whose rows the plan names")
+
+
 def ledger_grad_accum(folder: str | Path) -> int:
     """The micro-batches per optimizer step a ledger records: the largest ``grad_accum`` of its
     ``#state`` lines (``record_batches`` writes one per epoch); 1 for a ledger without them (OLMo's)
@@ -1448,8 +1480,10 @@ def trace_data(res: TraceResult, paths: list[str], cfg: Config, conv: StepConven
         asked: ``step`` or the anomaly's last), "failing_steps" (the audited log steps whose batch holds a
         failing row), "replay_step" (the log step whose fixed batch to replay: the anomaly's when it holds
         a failing row, else the first that does, else the update before a Lightning log's first
-        non-finite loss when its rows were kept, else the anomaly's) and "replay_why" (why it is not the
-        anomaly's step, None when it is)}``; ``source["outside"]`` lists the asked steps without rows,
+        non-finite loss when its rows were kept, else the anomaly's), "replay_why" (why it is not the
+        anomaly's step, None when it is), "unlogged_tail" (no anomaly: the steps the ledger recorded past the
+        log's end were audited, :func:`unlogged_tail`) and "crash_tail" (no anomaly, no ledger: the steps
+        after the last logged one of a log ending in a traceback, :func:`crash_tail`)}``; ``source["outside"]`` lists the asked steps without rows,
         and ``source["past_end"]`` says why (outside the plan, past what the ledger recorded).
 
     Raises:
@@ -1479,6 +1513,15 @@ def trace_data(res: TraceResult, paths: list[str], cfg: Config, conv: StepConven
         lo = hi = next(f for f in res.findings if f.check == "log.periodic_spikes").details["spike_steps"][0]
     elif ledger is not None and (tail := unlogged_tail(res, ledger, conv)) is not None:
         lo, hi, stopped = tail  # no anomaly, but the loop received steps the log never logged: a crash's step
+        if crashed := crash_texts(res):
+            stopped = f"the log ends in a Python traceback ({'; '.join(crashed)}); {stopped}"
+    elif ledger is None and (tail := crash_tail(res, conv)) is not None:
+        lo, hi, stopped = tail  # no anomaly, the console ends in a traceback: the steps after the last logged one
+    elif crashed := crash_texts(res):
+        return {"message": f"the log ends in a Python traceback ({'; '.join(crashed)}) but names no step to audit "
+                "after its last logged one (no training record, a ledger that recorded none past it, or a log "
+                "counting micro-batches): give --step N", "rows": None, "warning": warning, "source": None,
+                "convention": conv.to_dict()}
     else:
         return {"message": "no anomaly and no --step: no rows to audit", "rows": None, "warning": warning,
                 "source": None, "convention": conv.to_dict()}
@@ -1494,10 +1537,17 @@ def trace_data(res: TraceResult, paths: list[str], cfg: Config, conv: StepConven
     if ledger is not None:
         rows, source = ledger_step_rows(ledger, index, steps, conv, world_size, in_flight=True)
     else:
-        rows, source = plan_rows(index, steps, conv, res.consumed, res.global_batches,
-                                 [(st.source, st.dataset_lines) for st in res.logs], allow_data_mismatch,
-                                 trainer=bool(res.logs) and all(_hf_trainer_log(st) for st in res.logs),
-                                 epochs=res.epochs, relaunches=lightning_relaunches(res))
+        try:
+            rows, source = plan_rows(index, steps, conv, res.consumed, res.global_batches,
+                                     [(st.source, st.dataset_lines) for st in res.logs], allow_data_mismatch,
+                                     trainer=bool(res.logs) and all(_hf_trainer_log(st) for st in res.logs),
+                                     epochs=res.epochs, relaunches=lightning_relaunches(res))
+        except UsageError as exc:
+            if stopped is None or step is not None:
+                raise
+            # the crash came after the plan's last step (saving, evaluating): no rows of a step to name
+            return {"message": f"{stopped}: {exc}", "rows": None, "warning": warning, "source": None,
+                    "convention": conv.to_dict()}
         if source.get("dataset_mismatch"):
             warning = "; ".join(w for w in (warning, source["dataset_mismatch"]) if w)
     if conv.micro_batches > 1:
@@ -1548,5 +1598,6 @@ def trace_data(res: TraceResult, paths: list[str], cfg: Config, conv: StepConven
             "audited_optimizer_steps": [conv.optimizer_step(a), conv.optimizer_step(b)],
             "step_map": conv.describe(hi), "convention": conv.to_dict(), "warning": warning, "source": source,
             "anomaly_step": hi, "replay_step": replay_step, "replay_why": replay_why, "failing_steps": holding,
-            "unlogged_tail": stopped is not None,
+            "unlogged_tail": stopped is not None and ledger is not None,
+            "crash_tail": stopped is not None and ledger is None,
             "export": None if exported is None else {"path": export, "rows": exported}}

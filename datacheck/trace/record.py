@@ -144,6 +144,11 @@ class ReadStats:
             (:func:`datacheck.trace.steps.resolve_convention`).
         last_step: the step of the log's last training record (set by the trace's read; where the log
             ends: a run that stopped with an error stopped after it), None before any.
+        interval: the last rise of the step between two training records read (the logging interval
+            where the log ends; set by the trace's read), None before two.
+        crash: the Python traceback a console log ends with (:mod:`datacheck.trace.readers.crash`: a
+            complete one no training record of its rank followed; the text reader's formats only):
+            ``{"line", "traceback_line", "exception", "message", "text", "rank"}``, None when none.
         epoch_clash: why a steps-per-epoch from outside the log (``--steps-per-epoch``, the
             ``[batch]`` plan) does not place this log's records (it put two training records on one
             step), None when it does or was not used; the trace then reads the log again without it
@@ -170,9 +175,20 @@ class ReadStats:
     unplaced: str | None = None
     min_step: int | None = None
     last_step: int | None = None
+    interval: int | None = None
+    crash: dict[str, Any] | None = None
     epoch_clash: str | None = None
     dataset_lines: Any = None
     launches: int = 0
+
+    def crash_text(self) -> str | None:
+        """The crash in words: ``"console.log line 57 (rank 1): IndexError: index out of range in self
+        (a Python traceback from line 40)"``; None when the log ends in none (:attr:`crash`)."""
+        c = self.crash
+        if c is None:
+            return None
+        rank = f" (rank {c['rank']})" if c.get("rank") is not None else ""
+        return f"{self.source} line {c['line']}{rank}: {c['text']} (a Python traceback from line {c['traceback_line']})"
 
     def knows(self, first: int, why: str) -> None:
         """Record the trainer's step count (the first reader line that names it wins)."""
@@ -191,4 +207,5 @@ class ReadStats:
                 "line_formats": dict(sorted(self.line_formats.items())), "notes": sorted(self.notes),
                 "identity": None if self.identity is None else
                 {"index_hash": self.identity[0], "config_hash": self.identity[1]}, "stopped": self.stopped,
+                "crash": self.crash,
                 "first_step": self.first_step, "first_step_why": self.first_step_why, "unplaced": self.unplaced}

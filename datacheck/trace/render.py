@@ -46,6 +46,8 @@ def render_text(res: TraceResult, data: dict[str, Any] | None, verdict: dict[str
         out.append(line)
         if st.stopped:
             out.append(f"  warning: {st.source}: {st.stopped}")
+        if (crashed := st.crash_text()) is not None:
+            out.append(f"  crashed: {crashed}")
     unjudged = len(v["not_judged"])
     loud = sorted({f.check for f in res.findings if f.severity in ("error", "warn")})
     out.append("first anomaly: " + _first(res.first_bad, unjudged, loud))

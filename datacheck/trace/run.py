@@ -310,6 +310,8 @@ def _trace_once(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
                 continue
             if lf.stats.min_step is None or rec.step < lf.stats.min_step:
                 lf.stats.min_step = rec.step
+            if lf.stats.last_step is not None and rec.step > lf.stats.last_step:
+                lf.stats.interval = rec.step - lf.stats.last_step
             lf.stats.last_step = rec.step
             if rec.epoch is not None and not rec.step_inferred and math.isfinite(rec.epoch) \
                     and (rec.step in epochs or len(epochs) < MAX_EPOCH_POINTS):

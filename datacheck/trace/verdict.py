@@ -296,7 +296,8 @@ def build_verdict(res: TraceResult, data: dict[str, Any] | None, replay: dict[st
     """The verdict of a trace (and its ``--data`` result): ``anomalies`` (each ``check``, ``severity``,
     ``step``, ``rank``, ``class``, ``why``, ``evidence``, ``next_experiment``; warn and error findings,
     earliest first), ``answers`` (the four answers: ``from_step``, ``ranks``, ``nan_or_inf``, ``rows``),
-    and ``not_judged`` (each check that could not run and why, and the rules' notes). With ``replay``
+    ``not_judged`` (each check that could not run and why, and the rules' notes) and ``crashed`` (each
+    log's crash in words: the Python traceback it ends with, :meth:`datacheck.trace.record.ReadStats.crash_text`). With ``replay``
     (``--replay``: the first bad step's batch replayed), ``replay`` holds it and its conclusion, and
     the anomaly at the replayed step takes the replay's class (:func:`replay_conclusion`) when it has one."""
     bad_rows, audited, row_checks = _data_rows(data)
@@ -354,7 +355,8 @@ def build_verdict(res: TraceResult, data: dict[str, Any] | None, replay: dict[st
     not_judged = [{"check": n["check"], "reason": n["reason"]} for n in res.not_run]
     not_judged += [{"check": n.split(":", 1)[0], "reason": n.split(":", 1)[1].strip()} for n in res.notes]
     out = {"anomalies": anomalies, "answers": _answers(res, data, anomalies), "not_judged": not_judged,
-           "not_anomalies": not_anomalies}
+           "not_anomalies": not_anomalies,
+           "crashed": [t for st in res.logs if (t := st.crash_text()) is not None]}
     if replay is not None:
         cls, text = replay_conclusion(replay)
         out["replay"] = {**replay, "class": cls, "conclusion": text}
@@ -494,6 +496,11 @@ def _rows_answer(data: dict[str, Any], at: dict[str, Any] | None) -> dict[str, A
         where += (f", the ledger's steps after the log's end (optimizer steps {data['audited_optimizer_steps'][0]}.."
                   f"{data['audited_optimizer_steps'][1]}): a run that stopped with an error stopped in "
                   + ("it" if audited[0] == audited[1] else "one of them"))
+    elif at is None and audited and data.get("crash_tail"):
+        where += (f", the steps after the log's last logged step up to the next it would have logged (optimizer steps "
+                  f"{data['audited_optimizer_steps'][0]}..{data['audited_optimizer_steps'][1]}, from the plan): the "
+                  "run crashed (the log ends in a Python traceback) in " + ("it" if audited[0] == audited[1] else
+                                                                             "one of them"))
     # over several ranks, the rank(s) that loaded each failing row (the ledger's or the plan's)
     multi = len({rk for rr in steps.values() for rk in rr}) > 1
     loaded = {int(r["row"]): sorted({int(a["rank"]) for a in r.get("at") or [] if a.get("rank") is not None})
@@ -574,7 +581,8 @@ def verdict_text(v: dict[str, Any]) -> list[str]:
         quiet = f" ({quiet})" if quiet else ""
         out.append("1. from which step: " + (
             f"no first bad step: {len(v['anomalies'])} anomaly(ies) at warn or above ({', '.join(loud)}), listed "
-            "below, mark no step where training went bad" if loud else "no anomaly at warn or above") + quiet)
+            "below, mark no step where training went bad" if loud else "no anomaly at warn or above") + quiet
+            + "".join(f"; the run crashed: {t}" for t in v.get("crashed") or []))
     else:
         f, g = fs["first"], fs["last_good"]
         u = f.get("step_unit", "step")

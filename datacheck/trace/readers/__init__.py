@@ -28,6 +28,9 @@ Launcher prefixes: the text reader takes a line's rank from the prefix its launc
 the rest of the line: torchrun's ``[rank3]:`` (``--local-ranks-filter``/``--tee``) and ``[default3]:``
 (``--tee``/``--redirects``: the local rank), and OpenMPI's ``--tag-output`` ``[1,3]<stdout>:``. So the
 interleaved output of all ranks in one file is read per rank, not as one rank logging each step twice.
+
+A crash: the text reader's formats also follow Python tracebacks (:mod:`~datacheck.trace.readers.crash`);
+the one a console ends with, no training record of its rank after it, is ``ReadStats.crash``.
 """
 from __future__ import annotations
 
@@ -39,7 +42,7 @@ from typing import Any, Callable, Iterator
 from datacheck.io.bounded import dangling_link, special_kind
 from datacheck.model.errors import OptionalDependencyError, UsageError
 from datacheck.model.identity import IDENTITY_PREFIX, parse_identity
-from datacheck.trace.readers import coqui, deepspeed, keyvalue, megatron, pydict, stated
+from datacheck.trace.readers import coqui, crash, deepspeed, keyvalue, megatron, pydict, stated
 from datacheck.trace.readers.fields import MAX_RANK, RANK_IN_NAME, BadValue, bounded_int
 from datacheck.trace.readers.files import iter_lines, read_csv, read_jsonl, read_tensorboard
 from datacheck.trace.readers.hfstate import read_hf_state
@@ -172,19 +175,32 @@ class LogFile:
         line_rank: dict[int, int] = {}  # line -> the rank its launcher prefix named
         data_lines = st.dataset_lines = megatron.DatasetLines() if self.format in ("text", megatron.NAME) else None
 
+        teed: set[int] = set()  # lines a launcher merged from a process's separate stdout and stderr (torchrun's
+        # --tee [defaultN]:, OpenMPI's <stdout>/<stderr> tags): their order across the two streams is not kept
+
         def unprefixed(lines: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str]]:
             for n, text in lines:
-                r, text = split_rank_prefix(text)
+                r, rest = split_rank_prefix(text)
                 if r is not None:
                     line_rank[n] = r
-                yield n, text
+                    if not text.startswith("[rank"):
+                        teed.add(n)
+                yield n, rest
 
         seg = 0  # texts read: a line's \r segments (tqdm's redraws) share its number, each counted here
         for n, text in self._joined(unprefixed(iter_lines(self.path, st))):
             seg += 1
             prefix_rank = line_rank.pop(n, None) if line_rank else None
+            tee = n in teed
+            if tee:
+                teed.discard(n)
             if not text or text.isspace():
                 continue
+            if text[0] == "[":  # torch prints a traceback with its own [rankN]: (torchrun's --tee adds [defaultN]:)
+                r2, inner = split_rank_prefix(text)
+                ctx.tracebacks.line(n, inner, r2 if r2 is not None else prefix_rank, tee)
+            else:
+                ctx.tracebacks.line(n, text, prefix_rank, tee)
             if ctx.waiting is not None and "<" in text and (t := tqdm.search(text)) is not None:
                 # the bar tqdm redraws right after writing the dict holds the step it was logged at
                 w, ctx.waiting = ctx.waiting, None
@@ -255,6 +271,7 @@ class LogFile:
             rec.step = FIRST_RECORD if prev is None else prev + 1
             yield rec
         ctx.pending.clear()
+        st.crash = ctx.tracebacks.crash()
         if ctx.positioned and not ctx.stepped:  # apex's and DeepSpeed's overflow lines alone: no step anywhere
             st.unplaced = st.unplaced or NO_LINE_STEP
 
@@ -264,6 +281,7 @@ class LogFile:
             yield from self._place_pending(ctx, rec)
         if rec.split == "train":
             ctx.last[rec.rank] = rec.step
+            ctx.tracebacks.trained(rec.rank, rec.line)
         yield rec
 
     def _joined(self, lines: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str]]:
@@ -345,6 +363,7 @@ class LogFile:
         yield from self._place_pending(ctx, rec)
         if rec.split == "train":
             ctx.last[rec.rank] = rec.step
+            ctx.tracebacks.trained(rec.rank, rec.line)
         yield rec
 
     def _place_pending(self, ctx: "_TextState", rec: StepRecord) -> Iterator[StepRecord]:
@@ -558,6 +577,8 @@ class _TextState:
     positioned: int = 0
     #: per rank, the last training record placed by a steps-per-epoch from outside the log
     epoch_placed: dict[int | None, StepRecord] = field(default_factory=dict)
+    #: the Python tracebacks read (a crash: the one the log ends with)
+    tracebacks: crash.Tracebacks = field(default_factory=crash.Tracebacks)
 
 
 def open_log(path: str, fmt: str = "auto", regex: str | None = None, steps_per_epoch: int | None = None,
