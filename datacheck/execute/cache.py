@@ -289,12 +289,12 @@ def encode_results(results: list[Any], meta: dict[str, Any] | None = None) -> by
     return body + xxhash.xxh3_128_digest(body)
 
 
-def decode_results(data: bytes) -> tuple[list[Any], dict[str, Any]]:
-    """Decode a ``.dcr`` blob into (shard results, meta).
+def _checked_header(data: bytes) -> tuple[Any, memoryview]:
+    """The header (parsed JSON) and the blob area of a ``.dcr`` entry, once its magic, length, digest
+    over every byte and header bounds check out.
 
     Raises:
-        CorruptEntry: wrong magic, truncated, digest mismatch, or undecodable content. A corrupt
-            blob is never partly trusted.
+        CorruptEntry: wrong magic, truncated, digest mismatch, header beyond the end or not JSON.
     """
     if len(data) < len(_MAGIC) + 8 + _DIGEST_LEN or not data.startswith(_MAGIC):
         raise CorruptEntry("not a datacheck result entry (bad magic or too short)")
@@ -307,7 +307,20 @@ def decode_results(data: bytes) -> tuple[list[Any], dict[str, Any]]:
         raise CorruptEntry("header length beyond the end of the entry")
     try:
         header = safejson.loads(bytes(body[start:start + hlen]))
-        view = memoryview(body)[start + hlen:]
+    except Exception as exc:  # a well-formed digest over undecodable content: still never trusted
+        raise CorruptEntry(f"cannot decode entry: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
+    return header, memoryview(body)[start + hlen:]
+
+
+def decode_results(data: bytes) -> tuple[list[Any], dict[str, Any]]:
+    """Decode a ``.dcr`` blob into (shard results, meta).
+
+    Raises:
+        CorruptEntry: wrong magic, truncated, digest mismatch, or undecodable content. A corrupt
+            blob is never partly trusted.
+    """
+    header, view = _checked_header(data)
+    try:
         blobs = []
         for off, n in header["blobs"]:
             if off + n > len(view):
@@ -328,18 +341,9 @@ def _header_rows(data: bytes, key: str, content_hash: str) -> tuple[int | None] 
     from its header alone (the blobs not decoded), or None when the entry does not check out as
     :func:`decode_results` checks it (magic, length, digest over every byte, header JSON, layout) or
     is not of that key and content hash, or its rows are no count."""
-    if len(data) < len(_MAGIC) + 8 + _DIGEST_LEN or not data.startswith(_MAGIC):
-        return None
-    body, digest = data[:-_DIGEST_LEN], data[-_DIGEST_LEN:]
-    if xxhash.xxh3_128_digest(body) != digest:
-        return None
-    (hlen,) = struct.unpack_from("<Q", body, len(_MAGIC))
-    start = len(_MAGIC) + 8
-    if start + hlen > len(body):
-        return None
     try:
-        header = safejson.loads(bytes(body[start:start + hlen]))
-    except ValueError:
+        header, _ = _checked_header(data)
+    except CorruptEntry:
         return None
     if not isinstance(header, dict) or header.get("layout") != ENTRY_LAYOUT:
         return None
