@@ -48,8 +48,8 @@ LAYERS: tuple[tuple[tuple[str, ...], ...], ...] = (
 #: log rules). A new top-level module fails :func:`test_every_module_has_a_layer` until placed here.
 TOP_LEVEL = {"datacheck": "api", "datacheck._version": "model", "datacheck.api": "api",
              "datacheck.listing": "api", "datacheck.__main__": "cli"}
-#: Folders of the package that hold data, not modules.
-DATA_FOLDERS = ("builtin_schemas",)
+#: Folders of the package that hold data or C sources, not modules.
+DATA_FOLDERS = ("builtin_schemas", "csrc")  # csrc: the C sources of datacheck._scan and datacheck._rowhash (io/native.py)
 
 
 def _rank_table() -> dict[str, tuple[int, int]]:

@@ -1,0 +1,26 @@
+"""datacheck.io.native: the compiled kernels are built by the install and loaded."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from conftest import ROOT
+
+from datacheck.io import native
+
+
+def test_every_kernel_module_is_built_and_loaded():
+    # the pip install compiles them (pyproject.toml ext-modules); a tree used without an install
+    # builds them with `python -c "from setuptools import setup; setup()" build_ext --inplace`
+    assert set(native.built) == {"scan", "rowhash"}, (
+        f"datacheck's kernels are not built (only {native.built}): see datacheck/io/native.py")
+    assert native.enabled == (os.environ.get("DATACHECK_NATIVE", "1") != "0")
+
+
+def test_datacheck_native_0_takes_the_numpy_paths():
+    code = "from datacheck.io import native; print(native.scan, native.rowhash, sorted(native.built))"
+    env = {**os.environ, "DATACHECK_NATIVE": "0", "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.split(" ", 2)[:2] == ["None", "None"]
+    assert "'rowhash', 'scan'" in out  # built, not used
