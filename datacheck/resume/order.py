@@ -75,9 +75,11 @@ epoch's permutation: the sampler's epoch was lost, ``set_epoch`` not called), ``
 (the step of a plan with the segment's own ``num_replicas``, where its launch is not planned with its own
 settings), or ``unknown``.
 
-**accelerate's unseeded RandomSampler** (``DataLoader(shuffle=True)`` prepared without
+**An unseeded RandomSampler**: accelerate's (``DataLoader(shuffle=True)`` prepared without
 ``use_seedable_sampler``: accelerate seeds its generator from the process's torch RNG, and the ledger records
-no seed): the permutation is not simulated, so no segment is located and no divergent step is judged; the
+no seed), or torch's own ``DataLoader(shuffle=True)`` planned without ``[batch] sampler = "random"`` (its
+permutations come from its generator or from the process's global torch RNG, whose state the ledger does not
+record): the permutation is not simulated, so no segment is located and no divergent step is judged; the
 visits of an epoch are judged by count (:func:`_unplaced_visits`): more rows visited twice than the plan's
 ``even_batches`` padding repeats, or more rows unseen than its ``drop_last`` drops.
 
@@ -614,18 +616,27 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
         raise UsageError(f"the plan has no step: {n_rows} rows under batch_size {batch.batch_size}")
     ws = batch.world_size
     simulated = not _unseeded_shuffle(led, batch)
-    if not simulated:
+    if not simulated and batch.loader == "accelerate":
         notes.append("the ledger's accelerate loader shuffles with a RandomSampler whose generator accelerate seeds "
                      "from the process's torch RNG (no seed recorded): its order is not simulated, so no divergent "
                      "step is judged; visits are judged by count (the even_batches padding repeats, and drop_last "
                      "drops, as many rows as planned, which ones is not known); use_seedable_sampler=True with a "
                      "data_seed, or a DistributedSampler(num_replicas=1, seed=...), makes the order checkable")
+    elif not simulated:
+        notes.append("the ledger's loader shuffles with torch's RandomSampler (DataLoader(shuffle=True)), whose "
+                     "permutations come from the DataLoader's generator, or from the process's global torch RNG when "
+                     "it has none (no seed recorded): its order is not simulated, so no divergent step is judged; "
+                     "visits are judged by count (drop_last drops as many rows as planned, which ones is not "
+                     "known); with DataLoader(..., generator=torch.Generator().manual_seed(SEED)), [batch] sampler = "
+                     "\"random\" with seed = SEED in datacheck.toml makes the order checkable")
     plan_info = {"source": plan_source, "n_rows": n_rows, "batch_size": batch.batch_size, "world_size": ws,
                  "grad_accum": batch.grad_accum, "drop_last": batch.drop_last, "seed": batch.seed,
                  "shuffle": batch.shuffle, "steps_per_epoch": spe, "first_step": first,
                  "loader": "accelerate" if batch.loader == "accelerate" else "torch"}
     if batch.loader == "accelerate":
         plan_info.update(even_batches=batch.even_batches, split_batches=batch.split_batches)
+    if not simulated:  # an unseeded RandomSampler: the plan's seed is none the run used
+        plan_info.update(simulated=False, seed=None)
     if batch.sampler == "random":
         plan_info.update(sampler="random", persistent_workers=batch.persistent_workers)
     ledger_info = {"folder": str(led.folder), "format": led.format, "ranks": led.ranks,
@@ -964,12 +975,19 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
 
 
 def _unseeded_shuffle(led: Ledger, batch: BatchSection) -> bool:
-    """Whether the plan is accelerate's and the ledger's first ``#state`` records a shuffling ``RandomSampler``
-    without a seed: ``accelerator.prepare`` of ``DataLoader(shuffle=True)`` without ``use_seedable_sampler``
-    gives it a generator seeded from the process's torch RNG, so its permutation is not the plan's."""
+    """Whether the ledger's first ``#state`` records a shuffling ``RandomSampler`` without a seed that the
+    plan cannot replay, with a shuffling plan: ``accelerator.prepare`` of ``DataLoader(shuffle=True)`` without
+    ``use_seedable_sampler`` (a plan of accelerate's loader) gives it a generator seeded from the process's
+    torch RNG; torch's own ``DataLoader(shuffle=True)`` (any other plan but ``[batch] sampler = "random"``,
+    which replays a generator seeded ``seed``) draws each epoch's seed from its generator, the process's
+    global torch RNG when it has none, whose state no ledger records. Either way its permutation is not the
+    plan's (a ``DistributedSampler`` of an invented seed 0 would call every step divergent)."""
     st = _first_state(led)
-    return (batch.loader == "accelerate" and st is not None and st.get("loader") == "accelerate"
-            and st.get("sampler") == "RandomSampler" and st.get("seed") is None and batch.shuffle)
+    if st is None or st.get("sampler") != "RandomSampler" or st.get("seed") is not None or not batch.shuffle:
+        return False
+    if st.get("loader") == "accelerate":
+        return batch.loader == "accelerate"
+    return batch.loader != "accelerate" and batch.sampler != "random"
 
 
 def _unplaced_visits(got: np.ndarray, want: np.ndarray) -> tuple[int, int]:
@@ -1181,9 +1199,10 @@ def summary_lines(v: OrderVerdict) -> list[str]:
     else:
         acc = (f"accelerate's dealing of batches (even_batches {str(p['even_batches']).lower()}, split_batches "
                f"{str(p['split_batches']).lower()}), " if p.get("loader") == "accelerate" else "")
+        seed = "unknown (a RandomSampler's order, not simulated)" if p.get("simulated") is False else p["seed"]
         out.append(f"plan ({p['source']}): {acc}{p['n_rows']} rows, batch_size {p['batch_size']} x world_size "
                    f"{p['world_size']} x grad_accum {p['grad_accum']}, {p['steps_per_epoch']} steps per epoch, seed "
-                   f"{p['seed']}, shuffle {str(p['shuffle']).lower()}, drop_last {str(p['drop_last']).lower()}")
+                   f"{seed}, shuffle {str(p['shuffle']).lower()}, drop_last {str(p['drop_last']).lower()}")
     by_settings: dict[tuple[int, int, int], list[int]] = {}
     for e, st in (p.get("epoch_settings") or {}).items():
         by_settings.setdefault((st["batch_size"], st["world_size"], st["grad_accum"]), []).append(int(e))
@@ -1199,10 +1218,12 @@ def summary_lines(v: OrderVerdict) -> list[str]:
             continue
         loc = sg["located"]
         where = "" if loc is None else f" (recorded rows at plan epoch {loc['epoch']} step {loc['step']})"
-        out.append(f"  rank {sg['rank']}: {sg['kind']} at step {sg['start_step']}: {sg['order']}{where}"
+        order = "not located (the order is not simulated)" if sg["order"] is None else sg["order"]
+        out.append(f"  rank {sg['rank']}: {sg['kind']} at step {sg['start_step']}: {order}{where}"
                    + (f"; changed {sg['changed']}" if sg["changed"] else ""))
-    out.append("first divergent step: " + ("none (the recorded order is the plan's)" if v.first_divergent_step is None
-                                           else str(v.first_divergent_step)))
+    out.append("first divergent step: " + ("not judged (the order is not simulated)" if p.get("simulated") is False
+                                           else "none (the recorded order is the plan's)"
+                                           if v.first_divergent_step is None else str(v.first_divergent_step)))
     out.append(f"seen more often than planned: {v.seen_twice['count']} row(s)"
                + (f", first ids {v.seen_twice['rows'][:10]}" if v.seen_twice["count"] else ""))
     out.append(f"never seen in completed epochs {v.never_seen['completed_epochs']}: {v.never_seen['count']} row(s)"

@@ -403,3 +403,57 @@ def test_settings_a_resumed_loader_does_not_show_are_not_changes(tmp_path):
     v = verify(tmp_path)
     assert v.findings == [] and [(s["kind"], s["order"], s["changed"]) for s in v.segments] == [
         ("start", "start", {}), ("resume", "continuation", {})]
+
+
+def _shuffled_run(folder, restart: bool = False, n: int = 50, bs: int = 4) -> list[list[list[int]]]:
+    """A single-process loop over ``DataLoader(range(n), bs, shuffle=True)`` without a generator (torch's
+    RandomSampler draws each epoch's seed from the global torch RNG, which no ledger records), recorded
+    with ``record_batches``, two epochs. ``restart``: it trains 3 batches, dies, and the resumed run trains
+    epoch 0 again from its first batch at step 1 (the skip lost)."""
+    from torch.utils.data import DataLoader
+
+    from datacheck.torch import flush_ledgers, record_batches
+    torch.manual_seed(7)
+    dl = DataLoader(list(range(n)), batch_size=bs, shuffle=True)
+    if restart:
+        it = iter(record_batches(dl, folder))
+        first = [next(it).tolist() for _ in range(3)]
+        del it
+        flush_ledgers()
+        loader = record_batches(DataLoader(list(range(n)), batch_size=bs, shuffle=True), folder, start_step=3)
+        seen = [first + [b.tolist() for b in loader]]
+    else:
+        loader = record_batches(dl, folder)
+        seen = [[b.tolist() for b in loader] for _ in range(2)]
+    flush_ledgers()
+    return seen
+
+
+def test_a_plain_shuffled_loader_is_judged_by_visit_counts_not_against_an_invented_seed(tmp_path):
+    """DataLoader(shuffle=True) without a generator, its ledger verified with no config: the ledger records a
+    RandomSampler and no seed, so no DistributedSampler order of seed 0 is planned (it called step 0
+    divergent on this correct run); visits are counted, a note says why and how to make the order checkable."""
+    seen = _shuffled_run(tmp_path / "clean")
+    assert all(sorted(i for b in ep for i in b) == list(range(50)) for ep in seen)  # each row once an epoch
+    led = read_ledger(tmp_path / "clean")
+    assert led.states[0][0]["sampler"] == "RandomSampler" and led.states[0][0].get("seed") is None
+    v = verify_order(led, None, 50)
+    assert v.findings == [] and v.first_divergent_step is None, v.findings
+    assert v.plan["simulated"] is False and v.plan["seed"] is None
+    assert v.never_seen["completed_epochs"] == [0, 1] and v.seen_twice["count"] == 0
+    assert any("RandomSampler" in n and "not simulated" in n and 'sampler = "random"' in n for n in v.notes)
+    r = run_cli("order", "verify", str(tmp_path / "clean"), "--rows", "50")
+    assert r.returncode == 0, r.stderr
+    assert "first divergent step: not judged (the order is not simulated)" in r.stdout
+    assert "seed unknown" in r.stdout and "seed 0" not in r.stdout
+
+
+def test_a_plain_shuffled_loader_that_restarts_its_epoch_is_seen_twice_by_count(tmp_path):
+    """The same loader resumed without skipping: the rows of the 3 batches trained before the crash come
+    again in epoch 0 (whichever the new permutation puts where): more rows twice than any order of 50 rows in
+    batches of 4 trains (none), order.seen_twice with the count taken from the batches the loop received."""
+    seen = _shuffled_run(tmp_path / "restart", restart=True)
+    visits = np.bincount([i for b in seen[0] for i in b], minlength=50)
+    v = verify_order(read_ledger(tmp_path / "restart"), None, 50)
+    assert [f.check for f in v.findings] == ["order.seen_twice"], v.findings
+    assert v.seen_twice["count"] == int((visits >= 2).sum()) == 12
