@@ -21,8 +21,9 @@ from types import ModuleType
 
 __all__ = ["scan", "rowhash", "enabled", "built"]
 
-#: the ``ABI`` constant each module must carry (a module built from older sources is not used)
-ABI = 1
+#: the ``ABI`` constant each module must carry (a module built from older sources is not used):
+#: ``_rowhash`` 2 from its first kernels (``list_digests``, ``fixed_rows``; 1 was the empty skeleton)
+ABI = {"_scan": 1, "_rowhash": 2}
 
 
 def _load(name: str) -> ModuleType | None:
@@ -30,7 +31,7 @@ def _load(name: str) -> ModuleType | None:
         mod = importlib.import_module(f"datacheck.{name}")
     except ImportError:
         return None
-    return mod if getattr(mod, "ABI", None) == ABI else None
+    return mod if getattr(mod, "ABI", None) == ABI[name] else None
 
 
 #: False when ``DATACHECK_NATIVE=0``: the numpy paths are taken even where the modules are built

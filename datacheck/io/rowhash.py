@@ -57,19 +57,40 @@ them were missed); only hashes of rows holding a float column moved (integer, st
 rows keep their v4 hashes). The version is in the report (``row_content.encoding``) and in the
 shard cache key.
 
-All hashing is done by the ``polars-hash`` plugin (xxh3_128); polars' own ``hash()`` is never used.
+The hashing is XXH3-128 (seed 0) throughout: the compiled kernel's (``datacheck._rowhash``, the
+vendored xxHash 0.8.2), the ``polars-hash`` plugin's (xxh3_128) or the xxhash library's, which give
+the same digests; polars' own ``hash()`` is never used.
 The fast path exists for speed: on the benchmark shard (400,000 rows x 128 tokens, three list
 columns) the general encoding costs about as much as ``pl.read_parquet`` itself (2.7 s), the fast
 path about 0.16 s (``benchmarks/bench_crossdup.py --hash-cost``). Multi-chunk columns are hashed
 chunk by chunk (never rechunked).
 
-How the digests are computed (the encoding above is unchanged by it): every column's digest inputs
-of a batch are hashed by one plugin call, the general-path columns encoded by one ``hash_rows``
-query. An integer list column whose rows are each at most two runs of one value (an attention
-mask: ones, then zeros) has each distinct row built at the value width and hashed once, its rows
-taking their distinct row's digest: a row of two runs is given by its first and last values, the
-length of its first run and its length. On a 5,000 x 256 shard's int8 mask this replaces a widening
-to 10 MB and its hashing (about 1.8 ms) by about 0.6 ms; a property test holds it to the reference.
+How the digests are computed (the encoding above is unchanged by it). With the compiled kernel
+(:data:`datacheck.io.native.rowhash`, ``datacheck/csrc/rowhash.c``; not None where the install
+built it and ``DATACHECK_NATIVE`` is not 0), a fast-path chunk's digests are computed in C from
+the Arrow value buffer at its storage width and the row offsets (``list_digests``): each row's
+values are widened to 8 little-endian bytes on the fly (integers of any width to int64, a uint64
+keeping its bytes; float rows to canonical float64, or to int64 when all their values are
+integral), in an 8 KiB stack buffer, and hashed there (longer rows through XXH3's streaming state,
+which gives the same digest; XXH3's AVX2 loop where the CPU has it), the GIL released; no widened
+copy of a column is made (a 5,000 x 256 int32 column widened is 10 MB). The kernel checks the
+offsets against the value buffer (ValueError, never a read out of bounds: hostile shards reach
+it). The rows' parts (17 bytes a column) are hashed by it too (``fixed_rows``), the UInt128 row
+hash joined from the digest's two 64-bit halves. On a ``f100`` shard (5,000 x 256, ``input_ids``
+int32, ``attention_mask`` int8, ``labels`` int64) this costs 2.7-3.5 ms CPU against 6-9 for the
+numpy path (``benchmarks/bench_rowhash_kernel.py``). Rows with a null list or a null element, and
+the general path, are as below on both paths (their digests overwrite the kernel's; the kernel
+only reads their values' bytes).
+
+Without it (the numpy path, whose digests are the same: property tests compare the two): every
+column's digest inputs of a batch are hashed by one plugin call, the general-path columns encoded
+by one ``hash_rows`` query, the rows' parts by one more call. An integer list column whose rows
+are each at most two runs of one value (an attention mask: ones, then zeros) has each distinct row
+built at the value width and hashed once, its rows taking their distinct row's digest: a row of two
+runs is given by its first and last values, the length of its first run and its length. On a 5,000
+x 256 shard's int8 mask this replaces a widening to 10 MB and its hashing (about 1.8 ms) by about
+0.6 ms; a property test holds it to the reference. (The kernel hashes such a mask whole, widened on
+the fly, in about 0.7 ms: less than telling its rows apart.)
 """
 from __future__ import annotations
 
@@ -81,6 +102,7 @@ import polars_hash as plh
 import pyarrow as pa
 import xxhash
 
+from datacheck.io import native
 from datacheck.io.structs import sorted_series
 
 __all__ = ["ROW_ENCODING", "LIST_CODES", "row_hash_series", "row_hash_expr", "value_dtype", "to_value_dtype"]
@@ -138,6 +160,8 @@ _NP = {1: "<i1", 2: "<i2", 3: "<i4", 4: "<i8", 5: "<u1", 6: "<u2", 7: "<u4", 8: 
 
 
 _TAG_GENERAL = 0x01
+#: 2**64 as a one-value UInt128 Series: a row hash is high * 2**64 + low of its XXH3-128
+_TWO_64 = pl.Series("two_64", [1 << 64], dtype=pl.UInt128)
 
 #: rows of at most two runs (:func:`_two_run_rows`) are hashed once per distinct row when the rows
 #: hold at least this many values on average (shorter rows hash faster than they are told apart)
@@ -188,6 +212,30 @@ def _looped_digests(offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
     at = offsets.tolist()
     return np.frombuffer(b"".join([digest(mv[at[i]:at[i + 1]]) for i in range(n)]),
                          dtype=np.uint8).reshape(n, 16)
+
+
+def _native_digests(flat: np.ndarray, rel: np.ndarray, kind: str) -> np.ndarray:
+    """``(n, 16)`` uint8: XXH3-128 big-endian digests of the rows ``flat[rel[i]:rel[i + 1]]`` (a
+    numpy array of 1, 2, 4 or 8-byte values; ``rel`` int64, ``n + 1`` of them) brought to 8
+    little-endian bytes a value by the compiled kernel (``native.rowhash.list_digests``, on the
+    fly: no widened copy): ``kind`` ``"i"``/``"u"`` integers as int64 (a uint64 keeps its bytes),
+    ``"f"`` floats as float64 with NaN and -0.0 canonical (:func:`_canonical_floats`), ``"d"``
+    integral floats as int64. Raises ValueError where ``rel`` is out of order or beyond ``flat``
+    (or, for ``"d"``, a value is no integer within int64). Only called when ``native.rowhash`` is
+    not None."""
+    n = len(rel) - 1
+    out = np.empty((n, 16), dtype=np.uint8)
+    native.rowhash.list_digests(np.ascontiguousarray(flat),  # type: ignore[union-attr]
+                                np.ascontiguousarray(rel, dtype=np.int64), kind, flat.dtype.itemsize, out)
+    return out
+
+
+def _bytes_digests(offsets: np.ndarray, data: np.ndarray) -> np.ndarray | None:
+    """The digests of :func:`_looped_digests` (rows of ``data``'s bytes ``offsets[i]:offsets[i + 1]``)
+    by the compiled kernel, where it is built and the rows are of 8-byte values; else None."""
+    if native.rowhash is None or data.dtype.itemsize != 8 or (offsets.size and bool((offsets % 8).any())):
+        return None
+    return _native_digests(np.ascontiguousarray(data).reshape(-1).view(np.int64), offsets // 8, "i")
 
 
 def _long_rows(offsets: np.ndarray) -> bool:
@@ -241,8 +289,12 @@ class _Digests:
     def fill_bytes(self, column: int, offsets: np.ndarray, data: np.ndarray, first: int,
                    index: np.ndarray | None = None) -> None:
         """:meth:`fill` with the digest inputs ``data``'s bytes ``offsets[i]:offsets[i + 1]``: long
-        rows hashed at once row by row (:func:`_looped_digests`), others with the batch's call."""
-        if _long_rows(offsets):
+        rows hashed at once row by row (:func:`_looped_digests`), others with the batch's call; with
+        the compiled kernel, all of them at once by it (:func:`_bytes_digests`)."""
+        got = _bytes_digests(offsets, data)
+        if got is not None:
+            self.ready(column, got, first, index)
+        elif _long_rows(offsets):
             self.ready(column, _looped_digests(offsets, data), first, index)
         else:
             self.fill(column, _binary(offsets, data), first, index)
@@ -250,7 +302,10 @@ class _Digests:
     def place_bytes(self, column: int, offsets: np.ndarray, data: np.ndarray, rows: np.ndarray) -> None:
         """The digest inputs of ``column``'s ``rows`` (added after the column's others, which they
         overwrite) are ``data``'s bytes ``offsets[i]:offsets[i + 1]``, hashed as :meth:`fill_bytes`."""
-        if _long_rows(offsets):
+        got = _bytes_digests(offsets, data)
+        if got is not None:
+            self.entries.append((column, rows, None, got))
+        elif _long_rows(offsets):
             self.entries.append((column, rows, None, _looped_digests(offsets, data)))
         else:
             self.overwrite(column, _binary(offsets, data), rows)
@@ -496,9 +551,14 @@ def _list_parts(s: pl.Series, code: int, target: pl.DataType, j: int, acc: _Dige
             if raw is not None and end > base else np.empty(0, dtype=store))
     rel = off - base
     tags = np.full(n, 0x10 + code, dtype=np.uint8)
-    runs = _two_run_rows(flat, rel) if store.kind == "i" or (store.kind == "u" and store.itemsize < 8) else None
+    runs = None
+    if code != _FLOAT_CODE and native.rowhash is None and (
+            store.kind == "i" or (store.kind == "u" and store.itemsize < 8)):
+        runs = _two_run_rows(flat, rel)
     if code == _FLOAT_CODE:
         _float_rows(flat, rel, j, acc, at, tags)
+    elif native.rowhash is not None:  # any integer storage, widened on the fly by the kernel
+        acc.ready(j, _native_digests(flat, rel, store.kind), at)
     elif runs is not None:  # each distinct row built and hashed once (int64: the value width of an integer list)
         (values, offsets), index = runs
         acc.fill_bytes(j, offsets * width, values.astype(_NP[code], copy=False), at, index)
@@ -551,9 +611,14 @@ def _float_rows(flat: np.ndarray, rel: np.ndarray, j: int, acc: _Digests, at: in
         ints &= (bad[rel[1:]] - bad[rel[:-1]]) == 0
     if ints.all():  # e.g. token ids or class indices stored as floats
         tags[:] = 0x10 + _INT_CODE
-        acc.fill_bytes(j, rel * 8, flat.astype(np.int64), at)
+        if native.rowhash is not None:
+            acc.ready(j, _native_digests(flat, rel, "d"), at)
+        else:
+            acc.fill_bytes(j, rel * 8, flat.astype(np.int64), at)
         return
-    if flat.dtype == np.float64 or flat.size * 8 <= _WIDEN_GROUP_BYTES or _special_floats(flat):
+    if native.rowhash is not None:  # canonical float64 on the fly, from either float storage
+        acc.ready(j, _native_digests(flat, rel, "f"), at)
+    elif flat.dtype == np.float64 or flat.size * 8 <= _WIDEN_GROUP_BYTES or _special_floats(flat):
         acc.fill_bytes(j, rel * 8, _canonical_floats(flat), at)
     else:  # a large float32 chunk of no NaN and no -0.0: widened group of rows by group of rows
         acc.ready(j, _widened_digests(flat, rel, "<f8"), at)
@@ -575,8 +640,14 @@ def row_hash_series(columns: list[pl.Series]) -> pl.Series:
         ``UInt128`` Series named ``hash``, no nulls. Stable across polars/polars-hash versions as long
         as ``hash_rows`` version 1 and XXH3-128 are unchanged (a golden test pins known values).
 
-    Every column's digest inputs are hashed by one plugin call, the general-path columns encoded by
-    one ``hash_rows`` query, then the rows' parts by one more call.
+    Raises:
+        ValueError: (with the compiled kernel) a list column's Arrow offsets out of order or beyond
+            its value buffer.
+
+    With the compiled kernel (:data:`datacheck.io.native.rowhash`) the fast path's digests and the
+    rows' parts are hashed by it; the general-path columns are encoded by one ``hash_rows`` query
+    and their digests computed by one plugin call. Without it, every column's digest inputs are
+    hashed by one plugin call, then the rows' parts by one more.
     """
     n = len(columns[0]) if columns else 0
     if n == 0:
@@ -598,6 +669,11 @@ def row_hash_series(columns: list[pl.Series]) -> pl.Series:
     for j in range(k):
         mat[:, 17 * j] = tags[j]
         mat[:, 17 * j + 1:17 * (j + 1)] = dig[j]
+    if native.rowhash is not None:  # the parts' XXH3-128 as (high, low) halves, joined into UInt128
+        halves = np.empty((n, 2), dtype=np.uint64)
+        native.rowhash.fixed_rows(mat, 17 * k, halves)
+        high = pl.Series("hash", np.ascontiguousarray(halves[:, 0])).cast(pl.UInt128)
+        return high * _TWO_64 + pl.Series("hash", np.ascontiguousarray(halves[:, 1])).cast(pl.UInt128)
     offsets = pa.py_buffer(np.arange(0, 17 * k * (n + 1), 17 * k, dtype=np.int64))
     parts = _series(pa.Array.from_buffers(pa.large_binary(), n, [None, offsets, pa.py_buffer(mat)]))
     return parts.to_frame("p").select(plh.col("p").nchash.xxh3_128().alias("hash")).to_series()

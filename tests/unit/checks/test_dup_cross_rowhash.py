@@ -2,7 +2,8 @@
 buffers) against a plain-Python reference of the documented encoding, for every storage width,
 null lists and null elements, slices, several chunks, uint64 values beyond int64, narrower storage
 widened group of rows by group of rows, long rows hashed one by one; and rows of at most two runs
-(attention masks), built and hashed once per distinct row."""
+(attention masks), built and hashed once per distinct row. Each property runs on the compiled
+kernel (``native.rowhash``) and on the numpy path (``native.rowhash`` None)."""
 from __future__ import annotations
 
 import math
@@ -15,18 +16,27 @@ from unittest import mock
 
 import polars as pl
 import polars_hash as plh
+import pytest
 import xxhash
 from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from datacheck.io import rowhash
+from datacheck.io import native, rowhash
 from datacheck.io.rowhash import row_hash_series
 
 #: storage dtype -> (smallest value, largest value) drawn
 STORAGE = {pl.Int8: (-128, 127), pl.Int16: (-2**15, 2**15 - 1), pl.Int32: (-2**31, 2**31 - 1),
            pl.Int64: (-2**63, 2**63 - 1), pl.UInt8: (0, 255), pl.UInt16: (0, 2**16 - 1),
            pl.UInt32: (0, 2**32 - 1), pl.UInt64: (0, 2**64 - 1)}
+
+
+def _path(kernel: bool):
+    """The row hashes' path: the compiled kernel (skipped where it is not built or turned off),
+    or the numpy path (``native.rowhash`` None)."""
+    if kernel and native.rowhash is None:
+        pytest.skip("datacheck._rowhash is not built or DATACHECK_NATIVE=0")
+    return mock.patch.object(native, "rowhash", native.rowhash if kernel else None)
 
 
 def _general(value, dtype) -> bytes:
@@ -81,10 +91,11 @@ def columns(draw):
     return rows, storage, floats
 
 
+@pytest.mark.parametrize("kernel", [True, False], ids=["native", "numpy"])
 @settings(max_examples=examples(150), deadline=None)
 @given(columns(), st.integers(0, 3), st.integers(0, 3), st.booleans(), st.sampled_from([None, 8, 24]),
        st.sampled_from([None, 0, 16]))
-def test_list_row_hashes_match_the_plain_python_reference(col, head, tail, chunked, group, loop):
+def test_list_row_hashes_match_the_plain_python_reference(kernel, col, head, tail, chunked, group, loop):
     """``group``: the widening's group size in bytes (one value, three, or as shipped: 4 MiB);
     ``loop``: the row size from which rows are hashed one by one (always, from two values, or as
     shipped: 2 KiB)."""
@@ -93,7 +104,7 @@ def test_list_row_hashes_match_the_plain_python_reference(col, head, tail, chunk
     if chunked and len(rows) > 1:  # the same rows in two chunks
         k = len(rows) // 2
         s = pl.concat([s.slice(0, k), s.slice(k)], rechunk=False)
-    with mock.patch.object(rowhash, "_WIDEN_GROUP_BYTES", group or rowhash._WIDEN_GROUP_BYTES), \
+    with _path(kernel), mock.patch.object(rowhash, "_WIDEN_GROUP_BYTES", group or rowhash._WIDEN_GROUP_BYTES), \
             mock.patch.object(rowhash, "_LOOP_ROW_BYTES", rowhash._LOOP_ROW_BYTES if loop is None else loop):
         got = row_hash_series([s]).to_list()
     assert got == _reference(rows, floats)
@@ -130,24 +141,27 @@ def run_rows(draw):
     return rows, storage
 
 
+@pytest.mark.parametrize("kernel", [True, False], ids=["native", "numpy"])
 @settings(max_examples=examples(200), deadline=None)
 @given(run_rows(), st.integers(0, 3), st.booleans(), st.booleans())
-def test_rows_of_two_runs_hash_as_the_plain_python_reference(col, head, chunked, loop):
-    """Rows of two runs are built and hashed once per distinct row (io/rowhash.py): the same hashes
-    as the reference, whatever the storage, lengths, nulls, slices and chunks."""
+def test_rows_of_two_runs_hash_as_the_plain_python_reference(kernel, col, head, chunked, loop):
+    """Rows of two runs are built and hashed once per distinct row (io/rowhash.py's numpy path; the
+    kernel hashes every row): the same hashes as the reference, whatever the storage, lengths,
+    nulls, slices and chunks."""
     rows, storage = col
     s = pl.Series("c", [[1, 2, 3]] * head + rows, dtype=pl.List(storage)).slice(head, len(rows))
     if chunked and len(rows) > 1:
         k = len(rows) // 2
         s = pl.concat([s.slice(0, k), s.slice(k)], rechunk=False)
-    with mock.patch.object(rowhash, "_RUNS_MIN_VALUES", 0), mock.patch.object(rowhash, "_RUNS_MIN_MEAN", 0), \
+    with _path(kernel), mock.patch.object(rowhash, "_RUNS_MIN_VALUES", 0), \
+            mock.patch.object(rowhash, "_RUNS_MIN_MEAN", 0), \
             mock.patch.object(rowhash, "_LOOP_ROW_BYTES", 0 if loop else rowhash._LOOP_ROW_BYTES):
         got = row_hash_series([s]).to_list()
     assert got == _reference(rows, False)
 
 
 def test_a_padded_attention_mask_takes_the_distinct_row_path_and_hashes_as_the_reference():
-    # 400 rows x 256 (102,400 values, past the path's threshold): ones then zeros, all ones, all zeros
+    # the numpy path (without the kernel, which hashes every row on the fly); 400 rows x 256 (102,400 values, past the path's threshold): ones then zeros, all ones, all zeros
     rng = random.Random(7)
     rows = [[1] * k + [0] * (256 - k) for k in (rng.randint(0, 256) for _ in range(400))]
     s = pl.Series("attention_mask", rows, dtype=pl.List(pl.Int8))
@@ -159,25 +173,27 @@ def test_a_padded_attention_mask_takes_the_distinct_row_path_and_hashes_as_the_r
         seen.append(got is not None)
         return got
 
-    with mock.patch.object(rowhash, "_two_run_rows", spy):
+    with _path(False), mock.patch.object(rowhash, "_two_run_rows", spy):
         got = row_hash_series([s]).to_list()
-    assert seen == [True]
-    assert got == _reference(rows, False)
-    # one row of three runs: the column is hashed row by row, with the same hashes
-    rows[5] = [1] * 10 + [0] * 10 + [1] * 236
-    assert row_hash_series([pl.Series("m", rows, dtype=pl.List(pl.Int8))]).to_list() == _reference(rows, False)
+        assert seen == [True]
+        assert got == _reference(rows, False)
+        # one row of three runs: the column is hashed row by row, with the same hashes
+        rows[5] = [1] * 10 + [0] * 10 + [1] * 236
+        assert row_hash_series([pl.Series("m", rows, dtype=pl.List(pl.Int8))]).to_list() == _reference(rows, False)
 
 
-def test_long_rows_of_one_length_hash_as_the_reference_from_a_slice():
+@pytest.mark.parametrize("kernel", [True, False], ids=["native", "numpy"])
+def test_long_rows_of_one_length_hash_as_the_reference_from_a_slice(kernel):
     # 40 rows of 300 int64 values (2,400 bytes: hashed row by row), taken from row 3 on (the values
     # start past the buffer's first row), then one row longer: the rows no longer have one length
     rng = random.Random(11)
     rows = [[rng.randint(-2**63, 2**63 - 1) for _ in range(300)] for _ in range(43)]
     s = pl.Series("labels", rows, dtype=pl.List(pl.Int64)).slice(3, 40)
-    assert row_hash_series([s]).to_list() == _reference(rows[3:], False)
-    rows[20].append(5)
-    s = pl.Series("labels", rows, dtype=pl.List(pl.Int64)).slice(3, 40)
-    assert row_hash_series([s]).to_list() == _reference(rows[3:], False)
+    with _path(kernel):
+        assert row_hash_series([s]).to_list() == _reference(rows[3:], False)
+        rows[20].append(5)
+        s = pl.Series("labels", rows, dtype=pl.List(pl.Int64)).slice(3, 40)
+        assert row_hash_series([s]).to_list() == _reference(rows[3:], False)
 
 
 def test_row_hashes_do_not_import_pyarrow_compute():

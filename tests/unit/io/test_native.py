@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import types
 
 from conftest import ROOT
 
@@ -24,3 +25,14 @@ def test_datacheck_native_0_takes_the_numpy_paths():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     assert out.split(" ", 2)[:2] == ["None", "None"]
     assert "'rowhash', 'scan'" in out  # built, not used
+
+
+def test_a_module_built_from_older_sources_is_not_used(monkeypatch):
+    # a datacheck/_rowhash*.so left from the skeleton (ABI 1, no kernels) by an earlier in-place
+    # build: the callers take their numpy path rather than call a kernel it lacks
+    stale = types.SimpleNamespace(ABI=1)
+    monkeypatch.setattr(native.importlib, "import_module", lambda name: stale)
+    assert native._load("_rowhash") is None
+    stale.ABI = 2
+    assert native._load("_rowhash") is stale
+    assert native._load("_scan") is None  # _scan is still at ABI 1
