@@ -1046,7 +1046,11 @@ def _recorded_draws(led: Ledger, batch: BatchSection,
         e = sg["epoch"]
         if e not in draws:
             if d is None:
-                return None, []
+                bad = isinstance(sg["state"].get("sampler_generator_state"), str)
+                return None, [f"rank 0: the #state line that began epoch {e} (step {sg['start']}) records a "
+                              "sampler_generator_state this torch's CPU generator does not take (recorded by another "
+                              "torch version, or an edited line): the RandomSampler's order is not replayed"] if bad \
+                    else []
             draws[e] = d
         elif d is not None and not _same_draw(d, draws[e]):
             what = (f"seed {d['seed']}, not {draws[e]['seed']}" if d.get("seed") is not None

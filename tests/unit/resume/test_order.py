@@ -7,8 +7,10 @@ shuffles with ``torch.randperm(n, generator seeded seed + epoch)`` and rank ``r`
 ``perm[r::w]`` (no padding when ``w`` divides ``n``)."""
 from __future__ import annotations
 
+import base64
 import gzip
 import json
+import zlib
 
 import numpy as np
 import pytest
@@ -482,7 +484,7 @@ def _unrelated_draws():
     torch.nn.functional.dropout(torch.ones(16), 0.5, training=True)
 
 
-def _loop(folder, *, gen, workers, record=True, epochs=2):
+def _loop(folder, *, gen, workers, record=True, epochs=2, drop_last=False, grad_accum=1):
     """A single-process loop over ``DataLoader(range(50), 4, shuffle=True)`` (with ``generator=
     torch.Generator().manual_seed(3)`` when ``gen``; ``num_workers=workers`` persistent) after
     ``torch.manual_seed(7)``, with unrelated global-RNG draws before each epoch; ``record``: through
@@ -494,8 +496,8 @@ def _loop(folder, *, gen, workers, record=True, epochs=2):
     kw = {"generator": torch.Generator().manual_seed(3)} if gen else {}
     if workers:
         kw.update(num_workers=workers, persistent_workers=True)
-    dl = DataLoader(list(range(50)), batch_size=4, shuffle=True, **kw)
-    loader = record_batches(dl, folder) if record else dl
+    dl = DataLoader(list(range(50)), batch_size=4, shuffle=True, drop_last=drop_last, **kw)
+    loader = record_batches(dl, folder, grad_accum=grad_accum) if record else dl
     seen, states = [], []
     for _ in range(epochs):
         _unrelated_draws()
@@ -535,6 +537,22 @@ def test_a_plain_shuffled_loader_records_each_epoch_s_draw_and_its_order_is_simu
     assert r.returncode == 0, r.stderr
     assert "first divergent step: none (the recorded order is the plan's)" in r.stdout
     assert "seed as recorded each epoch (torch's RandomSampler" in r.stdout
+
+
+def test_a_recorded_draw_plans_drop_last_and_grad_accum_steps(tmp_path):
+    """drop_last (12 batches of 4 from 50 rows, 2 rows dropped an epoch) and grad_accum 3 (4 steps an epoch):
+    each step is the plan's, the 2 rows an epoch drops are planned unseen (no finding), and a step's rows are
+    its 3 micro-batches as the loop received them."""
+    seen, _states = _loop(tmp_path, gen=False, workers=0, drop_last=True, grad_accum=3)
+    assert [len(ep) for ep in seen] == [12, 12]
+    led = read_ledger(tmp_path)
+    flat = [b for ep in seen for b in ep]
+    assert [[i for b in led.batches[0][s] for i in b.indices] for s in led.steps] == \
+        [[i for b in flat[k:k + 3] for i in b] for k in range(0, 24, 3)]
+    v = verify_order(led, None, 50)
+    assert v.findings == [] and v.first_divergent_step is None, v.findings
+    assert v.plan["steps_per_epoch"] == 4 and v.plan["sampler"] == "random_recorded"
+    assert v.never_seen["completed_epochs"] == [0, 1] and v.never_seen["count"] == 0
 
 
 def _resumed(folder, *, skip: int, trained: int = 3, reseed: bool = True):
@@ -612,3 +630,43 @@ def test_a_resume_that_draws_another_permutation_is_judged_against_the_epoch_s(t
                for n in v.notes), v.notes
     assert v.seen_twice["count"] == int((visits >= 2).sum()) and v.never_seen["count"] == int((visits == 0).sum())
     assert v.seen_twice["count"] > 0
+
+
+def test_a_generator_state_this_torch_does_not_take_falls_back_to_counts_with_a_note(tmp_path):
+    """A #state whose sampler_generator_state is not a state torch's CPU generator takes (cut short): the
+    order is not replayed (no divergent step judged, visits by count) and a note says why."""
+    _loop(tmp_path, gen=True, workers=0)
+    path = tmp_path / "data-indices" / "rank0.tsv.gz"
+    out = []
+    for line in gzip.decompress(path.read_bytes()).decode().splitlines():
+        if line.startswith("#state\t"):
+            st = json.loads(line.split("\t", 1)[1])
+            raw = zlib.decompress(base64.b64decode(st["sampler_generator_state"]))[:100]
+            st["sampler_generator_state"] = base64.b64encode(zlib.compress(raw)).decode()
+            line = "#state\t" + json.dumps(st, sort_keys=True)
+        out.append(line + "\n")
+    path.write_bytes(gzip.compress("".join(out).encode()))
+    v = verify_order(read_ledger(tmp_path), None, 50)
+    assert v.findings == [] and v.plan["simulated"] is False and v.first_divergent_step is None
+    assert any("records a sampler_generator_state this torch's CPU generator does not take" in n for n in v.notes)
+
+
+def test_a_recorded_draw_plans_a_random_sampler_s_own_num_samples(tmp_path):
+    """RandomSampler(range(50), num_samples=70): a permutation then 20 rows of a second one an epoch, 18
+    batches; the 20 rows it yields twice are planned twice (no finding), each step is the plan's."""
+    from torch.utils.data import BatchSampler, DataLoader, RandomSampler
+
+    from datacheck.torch import flush_ledgers, record_batches
+    data = list(range(50))
+    torch.manual_seed(11)
+    loader = record_batches(DataLoader(data, batch_sampler=BatchSampler(RandomSampler(data, num_samples=70), 4,
+                                                                        drop_last=False)), tmp_path)
+    seen = [[b.tolist() for b in loader] for _ in range(2)]
+    flush_ledgers()
+    visits = np.bincount([i for b in seen[0] for i in b], minlength=50)
+    assert len(seen[0]) == 18 and int((visits == 2).sum()) == 20
+    led = read_ledger(tmp_path)
+    assert led.states[0][0]["num_samples"] == 70 and led.states[0][0]["dataset_rows"] == 50
+    v = verify_order(led, None, 50)
+    assert v.findings == [] and v.first_divergent_step is None, v.findings
+    assert v.plan["steps_per_epoch"] == 18 and v.seen_twice["count"] == 0
