@@ -14,7 +14,12 @@ micro-batches the epoch's iteration yields (``batches``, when the sampler has a 
 sampler's settings; ``"epoch_steps": "own"`` when each rank counts its own steps over its own epochs
 (the Hugging Face Trainer's numbering, and accelerate's ``even_batches=False`` loop's: a rank given fewer
 micro-batches an epoch starts its next epoch at an earlier step than another; absent, in a ledger of an
-older datacheck: every rank's epoch starts after the longest share's steps). An ``#end`` line is written when an epoch's iteration ran to its end (every batch
+older datacheck: every rank's epoch starts after the longest share's steps). Under a torch ``RandomSampler``
+(``DataLoader(shuffle=True)``), what its permutation of the iteration comes from, read before it draws:
+``sampler_seed`` (an int below ``2**63``: without a generator, the seed it draws from the global torch RNG
+and seeds its own generator with) or ``sampler_generator_state`` (a str: with a generator, which it draws
+from directly, the generator's ``get_state()`` bytes, zlib-compressed, base64); absent in a ledger of an
+older datacheck (and for any other sampler). Readers ignore keys they do not know. An ``#end`` line is written when an epoch's iteration ran to its end (every batch
 received by the training loop): the epoch, the micro-batches it yielded on the rank (``batches``, what was
 observed, also for a sampler without a length), the most any rank got (``epoch_batches``: accelerate's
 ``even_batches=False`` gives some processes fewer) and ``next_step``, where the next epoch starts; ``replayed``

@@ -411,7 +411,8 @@ class BatchSection(_Section):
         "`torch.randperm(rows)` from it and, at the epoch's end, its tail's (empty-sliced) second one, epoch after "
         "epoch); needs `world_size = 1`, `shuffle = true` and no "
         "`max_tokens`. A DataLoader(shuffle=True) without a generator seeds its RandomSampler from torch's "
-        "global RNG: not simulated, record a ledger (`datacheck.torch.record_batches`)"))
+        "global RNG, which no config can give: record a ledger (`datacheck.torch.record_batches`), which records "
+        "each epoch's draw, and `order verify` replays it with no config"))
     persistent_workers: bool = Field(default=False, description=(
         "`sampler = \"random\"`: the DataLoader's `persistent_workers` (with num_workers > 0): its one iterator "
         "is reused, so only the first epoch draws a base seed from the generator before its permutation"))

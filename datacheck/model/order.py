@@ -49,7 +49,9 @@ its tail, a second ``torch.randperm(n_rows)`` it slices to ``num_samples % n_row
 all the same. Epoch ``e``'s permutation is so the one after ``e`` such triples of draws
 (:func:`_random_sampler_perm`, replayed from the generator's seed and cached epoch to epoch); with ``persistent_workers`` the loader keeps its first iterator (``_reset`` per epoch: no new base
 seed), so only epoch 0 draws one. A ``DataLoader(shuffle=True)`` without a generator seeds its
-``RandomSampler`` from torch's global RNG, which the run's other draws move: not simulated.
+``RandomSampler`` from torch's global RNG, which the run's other draws move: no config gives it, but
+``record_batches`` records each epoch's draw (the seed, or with a generator its state), from which
+:func:`recorded_random_order` plans the epoch (``order verify``).
 
 With ``[batch] max_tokens`` (token-budget batching) the micro-batches of each rank are those of
 :class:`datacheck.model.budget.TokenBudgetBatchSampler` (fairseq's ``batch_by_size``: rows sorted by
@@ -59,6 +61,9 @@ whole batches to even them out); the steps are grouped the same way.
 """
 from __future__ import annotations
 
+import base64
+import binascii
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,7 +74,8 @@ from datacheck.model.config import BatchSection, random_sampler_problem
 from datacheck.model.errors import UsageError
 from datacheck.model.torchdep import require_torch
 
-__all__ = ["EpochOrder", "epoch_order", "accelerate_shards", "micro_batch_sizes", "steps_text"]
+__all__ = ["EpochOrder", "epoch_order", "accelerate_shards", "micro_batch_sizes", "steps_text", "recorded_random_order",
+           "generator_state_bytes"]
 
 
 class _Rows:
@@ -213,15 +219,75 @@ def _random_sampler_perm(torch: Any, n_rows: int, seed: int, epoch: int, persist
     return out
 
 
+def _one_rank_order(perm: np.ndarray, n_rows: int, batch: BatchSection, epoch: int) -> EpochOrder:
+    """One process's epoch: ``perm`` (the sampler's indices, int64) cut as ``BatchSampler(batch_size,
+    drop_last)`` cuts them."""
+    bs, total = int(batch.batch_size or 1), len(perm)
+    full, rest = divmod(total, bs)
+    cuts = [(k * bs, (k + 1) * bs) for k in range(full)] + ([(full * bs, total)] if rest and not batch.drop_last else [])
+    return EpochOrder(epoch=epoch, n_rows=n_rows, grad_accum=batch.grad_accum,
+                      ranks=(tuple(np.ascontiguousarray(perm[a:b]) for a, b in cuts),), per_rank=total,
+                      repeats=max(total - n_rows, 0))
+
+
 def _random_order(torch: Any, n_rows: int, batch: BatchSection, epoch: int) -> EpochOrder:
     """:func:`epoch_order` under ``[batch] sampler = "random"`` (one rank; see the module docstring)."""
-    bs = int(batch.batch_size or 1)
     perm = _random_sampler_perm(torch, n_rows, batch.seed, epoch, batch.persistent_workers) if n_rows else \
         np.zeros(0, dtype=np.int64)
-    full, rest = divmod(n_rows, bs)
-    cuts = [(k * bs, (k + 1) * bs) for k in range(full)] + ([(full * bs, n_rows)] if rest and not batch.drop_last else [])
-    return EpochOrder(epoch=epoch, n_rows=n_rows, grad_accum=batch.grad_accum,
-                      ranks=(tuple(np.ascontiguousarray(perm[a:b]) for a, b in cuts),), per_rank=n_rows, repeats=0)
+    return _one_rank_order(perm, n_rows, batch, epoch)
+
+
+def generator_state_bytes(text: str) -> bytes:
+    """The bytes of a ``torch.Generator`` state a ledger's ``#state`` line records as
+    ``sampler_generator_state`` (``generator.get_state()``'s uint8 bytes, zlib-compressed, base64).
+
+    Raises:
+        ValueError: not base64 of zlib data (``binascii.Error`` and ``zlib.error`` are re-raised as it).
+    """
+    try:
+        return zlib.decompress(base64.b64decode(text.encode("ascii"), validate=True))
+    except (binascii.Error, zlib.error, UnicodeEncodeError) as exc:
+        raise ValueError(f"not a recorded generator state ({exc})") from None
+
+
+def recorded_random_order(n_rows: int, batch: BatchSection, epoch: int, *, seed: int | None = None,
+                          generator_state: bytes | None = None, num_samples: int | None = None) -> EpochOrder:
+    """One epoch of a single-process ``DataLoader(shuffle=True)`` (torch's ``RandomSampler``, no replacement,
+    under ``BatchSampler(batch_size, drop_last)``) from what ``record_batches`` recorded when the epoch's
+    iteration began: the seed ``RandomSampler`` drew from the global torch RNG (``seed``: it yields
+    ``torch.randperm(n_rows)`` of a ``torch.Generator`` seeded with it), or the state of its own generator
+    (``generator_state``, the bytes of ``get_state()``: it draws the permutations from that generator). The
+    indices are ``num_samples // n_rows`` permutations then the first ``num_samples % n_rows`` of one more
+    (``RandomSampler.__iter__``; ``num_samples`` default ``n_rows``), cut into batches.
+
+    Args:
+        n_rows: rows of the epoch's dataset (``len(data_source)``, >= 0).
+        batch: ``batch_size``, ``drop_last`` and ``grad_accum`` (its ``seed``, ``world_size`` are not used).
+        epoch: the plan epoch (a label).
+        seed: the recorded ``sampler_seed`` (an int of 64 bits), or None.
+        generator_state: the recorded ``sampler_generator_state`` decoded (:func:`generator_state_bytes`).
+        num_samples: the sampler's ``num_samples`` (indices an epoch), or None.
+
+    Raises:
+        UsageError: neither or both of ``seed`` and ``generator_state``.
+        RuntimeError: ``generator_state`` is not a state this torch's CPU generator takes.
+        OptionalDependencyError: torch is not installed.
+    """
+    if (seed is None) == (generator_state is None):
+        raise UsageError("a recorded RandomSampler order needs its seed or its generator's state (one of them)")
+    torch = require_torch("the batch plan")
+    g = torch.Generator()
+    if seed is not None:
+        g.manual_seed(seed)
+    else:
+        g.set_state(torch.frombuffer(bytearray(generator_state or b""), dtype=torch.uint8))
+    total = n_rows if num_samples is None else num_samples
+    parts = [np.zeros(0, dtype=np.int64)]
+    if n_rows > 0:
+        parts += [torch.randperm(n_rows, generator=g).numpy() for _ in range(total // n_rows)]
+        parts.append(torch.randperm(n_rows, generator=g).numpy()[: total % n_rows])
+    perm = np.concatenate(parts).astype(np.int64, copy=False)
+    return _one_rank_order(perm, n_rows, batch, epoch)
 
 
 def _token_order(n_rows: int, batch: BatchSection, epoch: int, lengths: np.ndarray) -> EpochOrder:

@@ -75,11 +75,18 @@ epoch's permutation: the sampler's epoch was lost, ``set_epoch`` not called), ``
 (the step of a plan with the segment's own ``num_replicas``, where its launch is not planned with its own
 settings), or ``unknown``.
 
+**torch's RandomSampler with its draws recorded** (one process, ``record_batches`` of this datacheck: each
+``#state`` line records ``sampler_seed`` or ``sampler_generator_state``, :func:`_recorded_draws`): each epoch
+is planned from the draw of the ``#state`` line that began it
+(:func:`~datacheck.model.order.recorded_random_order`), exactly, and judged as any simulated order; a later
+iteration of the epoch (a resume) whose draw is another is judged against the epoch's (a note names both).
+
 **An unseeded RandomSampler**: accelerate's (``DataLoader(shuffle=True)`` prepared without
 ``use_seedable_sampler``: accelerate seeds its generator from the process's torch RNG, and the ledger records
 no seed), or torch's own ``DataLoader(shuffle=True)`` planned without ``[batch] sampler = "random"`` (its
 permutations come from its generator or from the process's global torch RNG, whose state the ledger does not
-record): the permutation is not simulated, so no segment is located and no divergent step is judged; the
+record: a ledger of an older datacheck, without ``sampler_seed`` / ``sampler_generator_state``): the
+permutation is not simulated, so no segment is located and no divergent step is judged; the
 visits of an epoch are judged by count (:func:`_unplaced_visits`): more rows visited twice than the plan's
 ``even_batches`` padding repeats, or more rows unseen than its ``drop_last`` drops.
 
@@ -105,7 +112,8 @@ from datacheck.model import catalog
 from datacheck.model.config import BatchSection
 from datacheck.model.errors import UsageError
 from datacheck.model.findings import Finding
-from datacheck.model.order import EpochOrder, epoch_order
+from datacheck.model.order import EpochOrder, epoch_order, generator_state_bytes, recorded_random_order
+from datacheck.model.torchdep import require_torch
 
 __all__ = ["OrderVerdict", "verify_order", "plan_from_ledger", "recorded_loader", "summary_lines", "ORDER_KINDS", "FIRST_IDS"]
 
@@ -206,8 +214,11 @@ class _Plans:
 
     def __init__(self, n_rows: int, batch: BatchSection, sizes: dict[int, int] | None = None,
                  cut: dict[tuple[int, int], int] | None = None, launches: dict[int, BatchSection] | None = None,
-                 tails: dict[int, BatchSection] | None = None):
+                 tails: dict[int, BatchSection] | None = None, draws: dict[int, dict[str, Any]] | None = None):
         self.n_rows, self.batch = n_rows, batch
+        #: epoch -> what its RandomSampler drew its permutation from, as the ledger recorded it when the epoch
+        #: began (:func:`_recorded_draws`: ``seed`` or ``generator_state``, ``num_samples``): planned so on one rank
+        self.draws = draws or {}
         #: epoch -> the rows its dataset held (an epoch not named: ``n_rows``)
         self.sizes = sizes or {}
         #: (epoch, rank) -> the most micro-batches the training loop trains of the epoch (the Hugging Face
@@ -240,7 +251,11 @@ class _Plans:
         ranks; the Trainer's cut (``cut``) applies to the epoch's own settings only."""
         key, b = self._key(epoch, world_size, batch)
         if key not in self._orders:
-            o = epoch_order(self.sizes.get(epoch, self.n_rows), b, epoch)
+            draw = self.draws.get(epoch)
+            if draw is not None and b.world_size == 1:
+                o = recorded_random_order(self.sizes.get(epoch, self.n_rows), b, epoch, **draw)
+            else:
+                o = epoch_order(self.sizes.get(epoch, self.n_rows), b, epoch)
             if key == self._key(epoch, None, None)[0] and any(k[0] == epoch for k in self.cut):
                 o = dataclasses.replace(o, ranks=tuple(mbs[: self.cut.get((epoch, r), len(mbs))]
                                                        for r, mbs in enumerate(o.ranks)))
@@ -261,6 +276,8 @@ class _Plans:
                batch: BatchSection | None = None) -> tuple[int, int] | None:
         """(rank, in-epoch step) of ``rows`` in ``epoch``'s plan (or ``batch``'s), or None."""
         key, b = self._key(epoch, world_size, batch)
+        if self.draws and epoch not in self.draws:  # an epoch whose draw no #state records: no order to locate in
+            return None
         if key not in self._index:
             o = self.order(epoch, batch=b)
             self._index[key] = {self.step_rows(epoch, s, r, batch=b) or (): (r, s)
@@ -581,7 +598,10 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
             if sg["mbs"] and (sg["epoch"] not in last_launch or sg["start"] >= last_launch[sg["epoch"]][0]):
                 last_launch[sg["epoch"]] = (sg["start"], seg_batch[r][k])
     tails = {e: b for e, (_s, b) in last_launch.items() if b is not None}
-    plans = _Plans(n_rows, batch, launches=launches, tails=tails)
+    # torch's RandomSampler with its draw recorded each epoch (record_batches): each epoch's permutation replayed
+    draws, draw_notes = _recorded_draws(led, batch, segments) if led.format == "datacheck" else (None, [])
+    notes.extend(draw_notes)
+    plans = _Plans(n_rows, batch, launches=launches, tails=tails, draws=draws)
     cut_rows: dict[str, int] = {}
     sizes, unknown, size_notes = _epoch_sizes(segments, plans, starts)
     if sizes and max(sizes.values()) > n_rows:
@@ -597,8 +617,8 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
            if (c := _int(st.get("trainer_epoch_batches"))) is not None and c > 0}
     notes.extend(size_notes)
     if varying or cut:
-        full = _Plans(n_rows, batch, sizes if varying else None, launches=launches, tails=tails)
-        plans = _Plans(n_rows, batch, sizes if varying else None, cut, launches=launches, tails=tails)
+        full = _Plans(n_rows, batch, sizes if varying else None, launches=launches, tails=tails, draws=draws)
+        plans = _Plans(n_rows, batch, sizes if varying else None, cut, launches=launches, tails=tails, draws=draws)
         cut_rows: dict[str, int] = {}
         for (e, r), c in sorted(cut.items()):
             if e in unknown:
@@ -615,7 +635,7 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
     if spe == 0:
         raise UsageError(f"the plan has no step: {n_rows} rows under batch_size {batch.batch_size}")
     ws = batch.world_size
-    simulated = not _unseeded_shuffle(led, batch)
+    simulated = draws is not None or not _unseeded_shuffle(led, batch)
     if not simulated and batch.loader == "accelerate":
         notes.append("the ledger's accelerate loader shuffles with a RandomSampler whose generator accelerate seeds "
                      "from the process's torch RNG (no seed recorded): its order is not simulated, so no divergent "
@@ -625,10 +645,12 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
     elif not simulated:
         notes.append("the ledger's loader shuffles with torch's RandomSampler (DataLoader(shuffle=True)), whose "
                      "permutations come from the DataLoader's generator, or from the process's global torch RNG when "
-                     "it has none (no seed recorded): its order is not simulated, so no divergent step is judged; "
-                     "visits are judged by count (drop_last drops as many rows as planned, which ones is not "
-                     "known); with DataLoader(..., generator=torch.Generator().manual_seed(SEED)), [batch] sampler = "
-                     "\"random\" with seed = SEED in datacheck.toml makes the order checkable")
+                     "it has none (no draw recorded: a ledger of an older datacheck): its order is not simulated, so "
+                     "no divergent step is judged; visits are judged by count (drop_last drops as many rows as "
+                     "planned, which ones is not known); recording with this datacheck's record_batches (it records "
+                     "each epoch's draw) makes the order checkable with no config, and so does, with "
+                     "DataLoader(..., generator=torch.Generator().manual_seed(SEED)), [batch] sampler = \"random\" "
+                     "with seed = SEED in datacheck.toml")
     plan_info = {"source": plan_source, "n_rows": n_rows, "batch_size": batch.batch_size, "world_size": ws,
                  "grad_accum": batch.grad_accum, "drop_last": batch.drop_last, "seed": batch.seed,
                  "shuffle": batch.shuffle, "steps_per_epoch": spe, "first_step": first,
@@ -637,6 +659,10 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
         plan_info.update(even_batches=batch.even_batches, split_batches=batch.split_batches)
     if not simulated:  # an unseeded RandomSampler: the plan's seed is none the run used
         plan_info.update(simulated=False, seed=None)
+    if draws is not None:  # each epoch's RandomSampler draw, as recorded: no plan seed
+        plan_info.update(seed=None, sampler="random_recorded", epoch_draws={
+            str(e): ({"seed": d["seed"]} if d.get("seed") is not None else {"generator_state": "recorded"})
+            for e, d in sorted(draws.items())})
     if batch.sampler == "random":
         plan_info.update(sampler="random", persistent_workers=batch.persistent_workers)
     ledger_info = {"folder": str(led.folder), "format": led.format, "ranks": led.ranks,
@@ -974,6 +1000,67 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
 
 
 
+def _draw_of(st: dict[str, Any]) -> dict[str, Any] | None:
+    """The RandomSampler draw a ``#state`` line records (``sampler_seed``, or ``sampler_generator_state``
+    that this torch's CPU generator takes) as :func:`~datacheck.model.order.recorded_random_order`'s keywords
+    (``seed`` or ``generator_state``, and ``num_samples``), or None."""
+    ns = _int(st.get("num_samples"))
+    seed = _int(st.get("sampler_seed"))
+    if seed is not None:
+        return {"seed": seed, "num_samples": ns}
+    text = st.get("sampler_generator_state")
+    if not isinstance(text, str):
+        return None
+    try:
+        raw = generator_state_bytes(text)
+        torch = require_torch("the batch plan")
+        torch.Generator().set_state(torch.frombuffer(bytearray(raw), dtype=torch.uint8))
+    except (ValueError, RuntimeError):
+        return None
+    return {"generator_state": raw, "num_samples": ns}
+
+
+def _same_draw(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return (a.get("seed"), a.get("generator_state")) == (b.get("seed"), b.get("generator_state"))
+
+
+def _recorded_draws(led: Ledger, batch: BatchSection,
+                    segments: dict[int, list[dict[str, Any]]]) -> tuple[dict[int, dict[str, Any]] | None, list[str]]:
+    """``(epoch -> draw, notes)``: what each plan epoch's torch ``RandomSampler`` drew its permutation from, as
+    ``record_batches`` recorded it on the ``#state`` line that began the epoch (:func:`_draw_of`), when the
+    ledger is one process's (rank 0 alone) ``DataLoader(shuffle=True)`` (its first ``#state``: a
+    ``RandomSampler`` under torch's ``BatchSampler``, not accelerate's loader) and the plan is one process's
+    shuffled torch order (not ``[batch] sampler = "random"``, which replays the config's seed). None when an
+    epoch's first ``#state`` records no draw (a ledger of an older datacheck, a generator state this torch does
+    not take): the order is then not simulated (:func:`_unseeded_shuffle`). A note names each later iteration
+    of an epoch (a resume) whose draw is not the epoch's: its rows are judged against the epoch's permutation."""
+    st0 = _first_state(led)
+    if (st0 is None or st0.get("sampler") != "RandomSampler" or st0.get("batch_sampler") != "BatchSampler"
+            or st0.get("loader") == "accelerate" or batch.loader == "accelerate" or batch.sampler == "random"
+            or not batch.shuffle or batch.world_size != 1 or led.ranks != [0]):
+        return None, []
+    draws: dict[int, dict[str, Any]] = {}
+    notes: list[str] = []
+    for sg in segments.get(0) or []:
+        d = _draw_of(sg["state"])
+        e = sg["epoch"]
+        if e not in draws:
+            if d is None:
+                bad = isinstance(sg["state"].get("sampler_generator_state"), str)
+                return None, [f"rank 0: the #state line that began epoch {e} (step {sg['start']}) records a "
+                              "sampler_generator_state this torch's CPU generator does not take (recorded by another "
+                              "torch version, or an edited line): the RandomSampler's order is not replayed"] if bad \
+                    else []
+            draws[e] = d
+        elif d is not None and not _same_draw(d, draws[e]):
+            what = (f"seed {d['seed']}, not {draws[e]['seed']}" if d.get("seed") is not None
+                    and draws[e].get("seed") is not None else "another generator state")
+            notes.append(f"rank 0: the iteration that began at step {sg['start']} (in epoch {e}) drew another "
+                         f"RandomSampler permutation than the epoch's first iteration ({what}): its rows are judged "
+                         f"against the permutation epoch {e} began with")
+    return (draws or None), notes
+
+
 def _unseeded_shuffle(led: Ledger, batch: BatchSection) -> bool:
     """Whether the ledger's first ``#state`` records a shuffling ``RandomSampler`` without a seed that the
     plan cannot replay, with a shuffling plan: ``accelerator.prepare`` of ``DataLoader(shuffle=True)`` without
@@ -1199,7 +1286,11 @@ def summary_lines(v: OrderVerdict) -> list[str]:
     else:
         acc = (f"accelerate's dealing of batches (even_batches {str(p['even_batches']).lower()}, split_batches "
                f"{str(p['split_batches']).lower()}), " if p.get("loader") == "accelerate" else "")
-        seed = "unknown (a RandomSampler's order, not simulated)" if p.get("simulated") is False else p["seed"]
+        seed = ("unknown (a RandomSampler's order, not simulated)" if p.get("simulated") is False
+                else "as recorded each epoch (torch's RandomSampler: " + ", ".join(
+                    f"epoch {e}: " + (f"seed {d['seed']}" if "seed" in d else "its generator's state")
+                    for e, d in list(p["epoch_draws"].items())[:4]) + (", ..." if len(p["epoch_draws"]) > 4 else "")
+                + ")" if p.get("epoch_draws") else p["seed"])
         out.append(f"plan ({p['source']}): {acc}{p['n_rows']} rows, batch_size {p['batch_size']} x world_size "
                    f"{p['world_size']} x grad_accum {p['grad_accum']}, {p['steps_per_epoch']} steps per epoch, seed "
                    f"{seed}, shuffle {str(p['shuffle']).lower()}, drop_last {str(p['drop_last']).lower()}")

@@ -30,6 +30,11 @@ iteration starts the ledger's first epoch over (its first batch the ledger's fir
 its end) is a new run recorded into an earlier run's folder: it records from the ledger's first step, its
 ``#state`` line superseding the earlier run's lines (warned).
 
+Under torch's ``RandomSampler`` (``DataLoader(shuffle=True)``, with or without a generator) each
+``#state`` line records what the iteration's permutation comes from, read before the sampler draws:
+``sampler_seed`` or ``sampler_generator_state`` (:func:`_random_sampler_draw`); ``order verify`` replays
+it.
+
 Epochs may differ in length (a dataset whose size changes between epochs, a batch sampler without
 ``__len__``, accelerate's ``even_batches=False``, where some processes get a batch fewer): an iteration
 that runs to its epoch's end (every batch received by the loop) writes an ``#end`` line (the epoch, the
@@ -61,6 +66,7 @@ uses to name a failing batch as the ledger does (also inside DataLoader workers)
 """
 from __future__ import annotations
 
+import base64
 import functools
 import gzip
 import itertools
@@ -70,6 +76,7 @@ import os
 import sys
 import warnings
 import weakref
+import zlib
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -255,6 +262,46 @@ def _sampler_state(batch_sampler: Any) -> dict[str, Any]:
             if any(c.__name__ == "RandomSampler" for c in type(inner).__mro__):
                 st.setdefault("shuffle", True)
     return st
+
+
+def _random_sampler_draw(batch_sampler: Any, sampler: Any) -> dict[str, Any]:
+    """What the permutation of torch's ``RandomSampler`` under ``batch_sampler`` comes from this iteration:
+    the ``#state`` keys ``sampler_seed`` or ``sampler_generator_state``, read when the recording batch
+    sampler's iteration begins, before the ``RandomSampler`` draws anything (``{}`` for any other sampler).
+
+    ``RandomSampler.__iter__`` (``torch/utils/data/sampler.py``, ``replacement=False``) without a generator
+    draws ``seed = int(torch.empty((), dtype=torch.int64).random_().item())`` from the process's global torch
+    RNG and yields ``torch.randperm(n)`` of a ``torch.Generator`` seeded ``seed`` (``num_samples // n`` of
+    them, then the first ``num_samples % n`` of one more): ``sampler_seed`` is that seed, drawn the same way
+    from a ``torch.Generator`` holding a copy of ``torch.get_rng_state()`` (the global RNG does not advance).
+    With a generator (``DataLoader(shuffle=True, generator=g)`` gives its ``RandomSampler`` the loader's) it
+    draws those permutations from that generator itself, whose state the iterator's base-seed draw, every
+    earlier epoch's permutations and any other use have moved: no seed exists, and the permutation is a
+    function of the generator's whole state, so ``sampler_generator_state`` is that state
+    (``generator.get_state()``, 5056 bytes for a CPU generator) zlib-compressed, base64 (about 4.3 KB a
+    line). The DataLoader's iterator draws its workers' ``_base_seed`` (from ``loader.generator``, or the
+    global RNG) in ``__init__``, after ``iter(batch_sampler)`` (a generator function: nothing runs) and before
+    the first batch is asked for, with ``num_workers > 0`` too (its ``_reset`` asks for the first batches
+    after it; with ``persistent_workers`` a later epoch's ``_reset`` draws no base seed): read at the
+    iteration's first step, the state is the one the sampler's draw sees.
+
+    Not recorded: a subclass with its own ``__iter__`` (accelerate's ``SeedableRandomSampler``), sampling
+    with replacement, a generator not on the CPU, a batch sampler accelerate built (its own plan)."""
+    torch = sys.modules.get("torch")
+    data = getattr(getattr(torch, "utils", None), "data", None)
+    random_sampler = getattr(data, "RandomSampler", None)
+    if random_sampler is None or not isinstance(sampler, random_sampler) or sampler.replacement \
+            or type(sampler).__iter__ is not random_sampler.__iter__ or _accelerate_chain(batch_sampler)[0] is not None:
+        return {}
+    gen = sampler.generator
+    if gen is None:
+        g = torch.Generator()
+        g.set_state(torch.get_rng_state())
+        return {"sampler_seed": int(torch.empty((), dtype=torch.int64).random_(generator=g).item())}
+    if not isinstance(gen, torch.Generator) or gen.device.type != "cpu":
+        return {}
+    raw = gen.get_state().numpy().tobytes()
+    return {"sampler_generator_state": base64.b64encode(zlib.compress(raw, 9)).decode("ascii")}
 
 
 #: the ledger files a recorder of this process wrote a ``#state`` line to (a recorder given no ``start_step``
@@ -757,6 +804,8 @@ class RecordingBatchSampler:
         except TypeError:
             batches = None
         led = self._read_own() if self.epoch_aligned else None
+        # what the RandomSampler under it draws its permutation from, before it draws (the first batch asked for)
+        draw = _random_sampler_draw(self.inner, self.sampler)
         source = iter(self.inner)
         head: Any = None
         consumed = _Consumed()
@@ -807,7 +856,7 @@ class RecordingBatchSampler:
                  **({"trainer_epoch_batches": self.trainer_epoch_batches}
                     if self.trainer_epoch_batches is not None else {}),
                  **({"carried": self._carry[1]} if self._carry is not None else {}),
-                 **({"skipped": skip_first} if skip_first else {})}
+                 **({"skipped": skip_first} if skip_first else {}), **draw}
         self.flush()
         new = self._size() <= 0  # no ledger yet (another recorder on the folder may have started it since)
         with open_append(self.path) as f:

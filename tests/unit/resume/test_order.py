@@ -7,8 +7,10 @@ shuffles with ``torch.randperm(n, generator seeded seed + epoch)`` and rank ``r`
 ``perm[r::w]`` (no padding when ``w`` divides ``n``)."""
 from __future__ import annotations
 
+import base64
 import gzip
 import json
+import zlib
 
 import numpy as np
 import pytest
@@ -429,12 +431,28 @@ def _shuffled_run(folder, restart: bool = False, n: int = 50, bs: int = 4) -> li
     return seen
 
 
+def _drop_recorded_draws(folder) -> None:
+    """Rewrite the ledger as a datacheck before ``sampler_seed`` / ``sampler_generator_state`` wrote it."""
+    path = folder / "data-indices" / "rank0.tsv.gz"
+    out = []
+    for line in gzip.decompress(path.read_bytes()).decode().splitlines():
+        if line.startswith("#state\t"):
+            st = json.loads(line.split("\t", 1)[1])
+            st.pop("sampler_seed", None)
+            st.pop("sampler_generator_state", None)
+            line = "#state\t" + json.dumps(st, sort_keys=True)
+        out.append(line + "\n")
+    path.write_bytes(gzip.compress("".join(out).encode()))
+
+
 def test_a_plain_shuffled_loader_is_judged_by_visit_counts_not_against_an_invented_seed(tmp_path):
-    """DataLoader(shuffle=True) without a generator, its ledger verified with no config: the ledger records a
-    RandomSampler and no seed, so no DistributedSampler order of seed 0 is planned (it called step 0
-    divergent on this correct run); visits are counted, a note says why and how to make the order checkable."""
+    """DataLoader(shuffle=True) without a generator, its ledger (as an older datacheck wrote it: no recorded
+    draw) verified with no config: the ledger records a RandomSampler and no seed, so no DistributedSampler
+    order of seed 0 is planned (it called step 0 divergent on this correct run); visits are counted, a note
+    says why and how to make the order checkable."""
     seen = _shuffled_run(tmp_path / "clean")
     assert all(sorted(i for b in ep for i in b) == list(range(50)) for ep in seen)  # each row once an epoch
+    _drop_recorded_draws(tmp_path / "clean")
     led = read_ledger(tmp_path / "clean")
     assert led.states[0][0]["sampler"] == "RandomSampler" and led.states[0][0].get("seed") is None
     v = verify_order(led, None, 50)
@@ -453,7 +471,202 @@ def test_a_plain_shuffled_loader_that_restarts_its_epoch_is_seen_twice_by_count(
     again in epoch 0 (whichever the new permutation puts where): more rows twice than any order of 50 rows in
     batches of 4 trains (none), order.seen_twice with the count taken from the batches the loop received."""
     seen = _shuffled_run(tmp_path / "restart", restart=True)
+    _drop_recorded_draws(tmp_path / "restart")
     visits = np.bincount([i for b in seen[0] for i in b], minlength=50)
     v = verify_order(read_ledger(tmp_path / "restart"), None, 50)
     assert [f.check for f in v.findings] == ["order.seen_twice"], v.findings
     assert v.seen_twice["count"] == int((visits >= 2).sum()) == 12
+
+
+def _unrelated_draws():
+    """What a training loop draws from the global torch RNG between epochs (a model's init, dropout)."""
+    torch.nn.Linear(8, 8)
+    torch.nn.functional.dropout(torch.ones(16), 0.5, training=True)
+
+
+def _loop(folder, *, gen, workers, record=True, epochs=2, drop_last=False, grad_accum=1):
+    """A single-process loop over ``DataLoader(range(50), 4, shuffle=True)`` (with ``generator=
+    torch.Generator().manual_seed(3)`` when ``gen``; ``num_workers=workers`` persistent) after
+    ``torch.manual_seed(7)``, with unrelated global-RNG draws before each epoch; ``record``: through
+    record_batches. Returns the batches the loop received, per epoch, and the global RNG state after each."""
+    from torch.utils.data import DataLoader
+
+    from datacheck.torch import flush_ledgers, record_batches
+    torch.manual_seed(7)
+    kw = {"generator": torch.Generator().manual_seed(3)} if gen else {}
+    if workers:
+        kw.update(num_workers=workers, persistent_workers=True)
+    dl = DataLoader(list(range(50)), batch_size=4, shuffle=True, drop_last=drop_last, **kw)
+    loader = record_batches(dl, folder, grad_accum=grad_accum) if record else dl
+    seen, states = [], []
+    for _ in range(epochs):
+        _unrelated_draws()
+        seen.append([b.tolist() for b in loader])
+        states.append(torch.get_rng_state())
+    flush_ledgers()
+    return seen, states
+
+
+@pytest.mark.parametrize("gen,workers", [(False, 0), (True, 0), (False, 2), (True, 2)])
+def test_a_plain_shuffled_loader_records_each_epoch_s_draw_and_its_order_is_simulated(tmp_path, gen, workers):
+    """DataLoader(shuffle=True) with or without a generator, in the main process or with 2 persistent workers:
+    record_batches records what the RandomSampler draws each epoch's permutation from without moving the
+    global RNG (the loop receives what it receives unrecorded, the RNG ends where it does), and order verify
+    with no config replays it: every step is the plan's, no finding."""
+    seen, states = _loop(tmp_path, gen=gen, workers=workers)
+    plain, plain_states = _loop(tmp_path / "unrecorded", gen=gen, workers=workers, record=False)
+    assert seen == plain and all(torch.equal(a, b) for a, b in zip(states, plain_states))
+    assert all(sorted(i for b in ep for i in b) == list(range(50)) for ep in seen)
+    assert seen[0] != seen[1]
+    led = read_ledger(tmp_path)
+    assert [sorted(k for k in st if k.startswith("sampler_")) for st in led.states[0]] == \
+        [["sampler_generator_state" if gen else "sampler_seed"]] * 2
+    if not gen and not workers:  # the seed torch's RandomSampler drew: after the iterator's base-seed draw
+        torch.manual_seed(7)
+        _unrelated_draws()
+        torch.empty((), dtype=torch.int64).random_()  # _BaseDataLoaderIter.__init__'s _base_seed
+        seed = int(torch.empty((), dtype=torch.int64).random_().item())
+        assert led.states[0][0]["sampler_seed"] == seed
+        assert [i for b in seen[0] for i in b] == torch.randperm(50, generator=torch.Generator().manual_seed(seed)).tolist()
+    v = verify_order(led, None, 50)
+    assert v.findings == [] and v.first_divergent_step is None, v.findings
+    assert v.plan.get("simulated") is not False and v.plan["sampler"] == "random_recorded"
+    assert v.never_seen["completed_epochs"] == [0, 1] and v.seen_twice["count"] == 0
+    assert [(sg["kind"], sg["order"]) for sg in v.segments] == [("start", "start"), ("epoch", "continuation")]
+    r = run_cli("order", "verify", str(tmp_path), "--rows", "50")
+    assert r.returncode == 0, r.stderr
+    assert "first divergent step: none (the recorded order is the plan's)" in r.stdout
+    assert "seed as recorded each epoch (torch's RandomSampler" in r.stdout
+
+
+def test_a_recorded_draw_plans_drop_last_and_grad_accum_steps(tmp_path):
+    """drop_last (12 batches of 4 from 50 rows, 2 rows dropped an epoch) and grad_accum 3 (4 steps an epoch):
+    each step is the plan's, the 2 rows an epoch drops are planned unseen (no finding), and a step's rows are
+    its 3 micro-batches as the loop received them."""
+    seen, _states = _loop(tmp_path, gen=False, workers=0, drop_last=True, grad_accum=3)
+    assert [len(ep) for ep in seen] == [12, 12]
+    led = read_ledger(tmp_path)
+    flat = [b for ep in seen for b in ep]
+    assert [[i for b in led.batches[0][s] for i in b.indices] for s in led.steps] == \
+        [[i for b in flat[k:k + 3] for i in b] for k in range(0, 24, 3)]
+    v = verify_order(led, None, 50)
+    assert v.findings == [] and v.first_divergent_step is None, v.findings
+    assert v.plan["steps_per_epoch"] == 4 and v.plan["sampler"] == "random_recorded"
+    assert v.never_seen["completed_epochs"] == [0, 1] and v.never_seen["count"] == 0
+
+
+def _resumed(folder, *, skip: int, trained: int = 3, reseed: bool = True):
+    """A plain ``DataLoader(range(50), 4, shuffle=True)`` loop (no generator) that trains ``trained`` batches
+    and dies; the resumed process (seeded as the first, so its RandomSampler draws the same permutation)
+    resumes at step ``trained`` with a loader whose batch sampler skips its first ``skip`` batches (``skip =
+    trained`` is right, 0 restarts the epoch, more skips batches) and trains to the epoch's end. Returns the
+    batches each process received."""
+    from torch.utils.data import BatchSampler, DataLoader, RandomSampler
+
+    from datacheck.torch import flush_ledgers, record_batches
+    data = list(range(50))
+    torch.manual_seed(7)
+    it = iter(record_batches(DataLoader(data, batch_size=4, shuffle=True), folder))
+    first = [next(it).tolist() for _ in range(trained)]
+    del it
+    flush_ledgers()
+    if reseed:
+        torch.manual_seed(7)
+    bs = SkipFirst(BatchSampler(RandomSampler(data), 4, drop_last=False), skip)
+    loader = record_batches(DataLoader(data, batch_sampler=bs), folder, start_step=trained)
+    second = [b.tolist() for b in loader]
+    flush_ledgers()
+    return first, second
+
+
+def test_a_recorded_draw_makes_a_restarted_epoch_divergent_at_its_step(tmp_path):
+    """The resume trains the epoch from its first batch again (no skip): its step 3 holds the rows of step 0
+    (restart_of_epoch), and the rows of the 3 batches trained before the crash are seen twice."""
+    first, second = _resumed(tmp_path, skip=0)
+    assert second[:3] == first  # the same permutation: the resumed process drew the same seed
+    visits = np.bincount([i for b in first + second for i in b], minlength=50)
+    v = verify_order(read_ledger(tmp_path), None, 50)
+    assert [f.check for f in v.findings] == ["order.divergent_step", "order.seen_twice"], v.findings
+    assert v.first_divergent_step == len(first) and v.divergence["order"] == "restart_of_epoch"
+    assert v.divergence["located"] == {"epoch": 0, "step": 0, "rank": 0}
+    assert v.seen_twice["count"] == int((visits >= 2).sum()) == 12 and v.never_seen["count"] == 0
+
+
+def test_a_recorded_draw_names_the_rows_a_resume_that_skips_too_far_never_trains(tmp_path):
+    """The resume skips 5 batches where 3 were trained: step 3 holds the rows of step 5 (skip_ahead), and
+    the rows of batches 3 and 4 of the permutation, never trained, are never seen; a right resume (skip 3)
+    is the plan."""
+    from torch.utils.data import DataLoader
+
+    first, second = _resumed(tmp_path / "far", skip=5)
+    torch.manual_seed(7)
+    planned = [b.tolist() for b in DataLoader(list(range(50)), batch_size=4, shuffle=True)]  # the epoch's batches
+    assert first == planned[:3] and second == planned[5:]
+    lost = sorted(i for b in planned[3:5] for i in b)
+    v = verify_order(read_ledger(tmp_path / "far"), None, 50)
+    assert [f.check for f in v.findings] == ["order.divergent_step", "order.never_seen"], v.findings
+    assert v.first_divergent_step == 3 and v.divergence["order"] == "skip_ahead"
+    assert v.divergence["located"] == {"epoch": 0, "step": 5, "rank": 0}
+    assert v.never_seen["count"] == len(lost) == 8 and v.never_seen["rows"] == lost
+    assert v.seen_twice["count"] == 0
+    _resumed(tmp_path / "right", skip=3)
+    v = verify_order(read_ledger(tmp_path / "right"), None, 50)
+    assert v.findings == [] and v.first_divergent_step is None
+    assert [(sg["kind"], sg["order"]) for sg in v.segments] == [("start", "start"), ("resume", "continuation")]
+
+
+def test_a_resume_that_draws_another_permutation_is_judged_against_the_epoch_s(tmp_path):
+    """The resumed process is not seeded as the first (its RandomSampler draws another seed): it skips the 3
+    trained batches of ANOTHER permutation. Its step 3 is not the epoch's, a note names the two seeds, and
+    the visits of epoch 0 are those the loop received."""
+    first, second = _resumed(tmp_path, skip=3, reseed=False)
+    visits = np.bincount([i for b in first + second for i in b], minlength=50)
+    led = read_ledger(tmp_path)
+    s0, s1 = (st["sampler_seed"] for st in led.states[0])
+    assert s0 != s1
+    v = verify_order(led, None, 50)
+    assert v.first_divergent_step == 3 and v.divergence["order"] == "unknown"  # not a step of the epoch's order
+    assert any(f"drew another RandomSampler permutation than the epoch's first iteration (seed {s1}, not {s0})" in n
+               for n in v.notes), v.notes
+    assert v.seen_twice["count"] == int((visits >= 2).sum()) and v.never_seen["count"] == int((visits == 0).sum())
+    assert v.seen_twice["count"] > 0
+
+
+def test_a_generator_state_this_torch_does_not_take_falls_back_to_counts_with_a_note(tmp_path):
+    """A #state whose sampler_generator_state is not a state torch's CPU generator takes (cut short): the
+    order is not replayed (no divergent step judged, visits by count) and a note says why."""
+    _loop(tmp_path, gen=True, workers=0)
+    path = tmp_path / "data-indices" / "rank0.tsv.gz"
+    out = []
+    for line in gzip.decompress(path.read_bytes()).decode().splitlines():
+        if line.startswith("#state\t"):
+            st = json.loads(line.split("\t", 1)[1])
+            raw = zlib.decompress(base64.b64decode(st["sampler_generator_state"]))[:100]
+            st["sampler_generator_state"] = base64.b64encode(zlib.compress(raw)).decode()
+            line = "#state\t" + json.dumps(st, sort_keys=True)
+        out.append(line + "\n")
+    path.write_bytes(gzip.compress("".join(out).encode()))
+    v = verify_order(read_ledger(tmp_path), None, 50)
+    assert v.findings == [] and v.plan["simulated"] is False and v.first_divergent_step is None
+    assert any("records a sampler_generator_state this torch's CPU generator does not take" in n for n in v.notes)
+
+
+def test_a_recorded_draw_plans_a_random_sampler_s_own_num_samples(tmp_path):
+    """RandomSampler(range(50), num_samples=70): a permutation then 20 rows of a second one an epoch, 18
+    batches; the 20 rows it yields twice are planned twice (no finding), each step is the plan's."""
+    from torch.utils.data import BatchSampler, DataLoader, RandomSampler
+
+    from datacheck.torch import flush_ledgers, record_batches
+    data = list(range(50))
+    torch.manual_seed(11)
+    loader = record_batches(DataLoader(data, batch_sampler=BatchSampler(RandomSampler(data, num_samples=70), 4,
+                                                                        drop_last=False)), tmp_path)
+    seen = [[b.tolist() for b in loader] for _ in range(2)]
+    flush_ledgers()
+    visits = np.bincount([i for b in seen[0] for i in b], minlength=50)
+    assert len(seen[0]) == 18 and int((visits == 2).sum()) == 20
+    led = read_ledger(tmp_path)
+    assert led.states[0][0]["num_samples"] == 70 and led.states[0][0]["dataset_rows"] == 50
+    v = verify_order(led, None, 50)
+    assert v.findings == [] and v.first_divergent_step is None, v.findings
+    assert v.plan["steps_per_epoch"] == 18 and v.seen_twice["count"] == 0

@@ -357,3 +357,45 @@ def test_a_loader_over_an_iterable_dataset_is_refused_naming_why(tmp_path):
 def test_a_loader_without_batches_is_refused(tmp_path):
     with pytest.raises(UsageError, match="no batch sampler"):
         record_batches(DataLoader(list(range(4)), batch_size=None), tmp_path / "run")
+
+
+def test_a_random_sampler_s_generator_state_is_recorded_as_its_draw_sees_it(tmp_path):
+    """DataLoader(shuffle=True, generator=g): the RandomSampler draws its randperm from g itself, after the
+    loader's iterator drew its workers' base seed from g. The #state line's sampler_generator_state, decoded
+    (base64, zlib), is g's state at that draw: randperm(50) of a generator set to it is the rows the loop
+    received, epoch by epoch; g moves as it does unrecorded."""
+    import base64
+
+    g = torch.Generator().manual_seed(3)
+    loader = record_batches(DataLoader(list(range(50)), batch_size=4, shuffle=True, generator=g), tmp_path)
+    seen = [[i for b in loader for i in b.tolist()] for _ in range(2)]
+    flush_ledgers()
+    plain_g = torch.Generator().manual_seed(3)
+    plain = [[i for b in DataLoader(list(range(50)), batch_size=4, shuffle=True, generator=plain_g) for i in b.tolist()]
+             for _ in range(2)]
+    assert seen == plain and torch.equal(g.get_state(), plain_g.get_state())
+    states = read_ledger(tmp_path).states[0]
+    for st, rows in zip(states, seen):
+        raw = zlib.decompress(base64.b64decode(st["sampler_generator_state"]))
+        again = torch.Generator()
+        again.set_state(torch.frombuffer(bytearray(raw), dtype=torch.uint8))
+        assert torch.randperm(50, generator=again).tolist() == rows
+        assert "sampler_seed" not in st
+
+
+def test_no_draw_is_recorded_for_a_sampler_that_draws_otherwise(tmp_path):
+    """A RandomSampler with replacement, a subclass with its own __iter__, a SequentialSampler: no
+    sampler_seed / sampler_generator_state (their order is not a RandomSampler's permutation)."""
+    from torch.utils.data import RandomSampler
+
+    class Reversed(RandomSampler):
+        def __iter__(self):
+            return iter(range(len(self.data_source) - 1, -1, -1))
+
+    data = list(range(10))
+    for i, sampler in enumerate([RandomSampler(data, replacement=True), Reversed(data), SequentialSampler(data)]):
+        rec = record_batches(BatchSampler(sampler, 4, drop_last=False), tmp_path / str(i))
+        list(rec)
+        flush_ledgers()
+        st = read_ledger(tmp_path / str(i)).states[0][0]
+        assert not [k for k in st if k in ("sampler_seed", "sampler_generator_state")], st
