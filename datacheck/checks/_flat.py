@@ -29,6 +29,7 @@ import polars as pl
 import pyarrow as pa
 
 from datacheck.checks.registry import shared_column, shared_pass
+from datacheck.io import native
 
 __all__ = ["POSITION_COUNTS", "position_counts", "flat_ints", "fast_dtype", "by_chunks", "positions_not_reset",
            "periodic_flat", "periodic_runs", "MIN_PERIOD", "MAX_PERIOD", "MIN_REPEATS"]
@@ -266,7 +267,71 @@ def _dense_scan(ids: np.ndarray, ids_ok: np.ndarray | None, lab: np.ndarray, lab
     scanned with, for each, the shift of the labels' and the mask's buffers (position ``k`` is
     ``lab[k + lab_shift]``, ``att[k + att_shift]``; :class:`_Aligned`); None: every position, no
     shift. ``sup0`` and ``real`` are False at positions outside the ranges, and no position there is
-    listed."""
+    listed.
+
+    The compiled kernel ``datacheck._scan.dense_scan`` (``datacheck/csrc/scan.c``,
+    :mod:`datacheck.io.native`) computes exactly these arrays and lists in one pass over the buffers
+    (the lists sorted out in C) when it is built and takes the arguments (:func:`_native_takes`);
+    else :func:`_dense_scan_numpy`, its reference, does. Raises ValueError (the kernel) when a
+    buffer's length does not hold the segments."""
+    if native.scan is not None and _native_takes(ids, ids_ok, lab, lab_ok, att, att_ok, ign, wanted, pad, bound):
+        return _dense_scan_native(ids, ids_ok, lab, lab_ok, att, att_ok, ign, shifted, wanted, pad, bound, segs)
+    return _dense_scan_numpy(ids, ids_ok, lab, lab_ok, att, att_ok, ign, shifted, wanted, pad, bound, segs)
+
+
+#: the names of the position lists of :func:`_dense_scan`, in the order the kernel returns them
+SCAN_LISTS = ("hits", "off", "pad_id", "pad_label", "neg", "high")
+_I64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _native_takes(ids: np.ndarray, ids_ok: np.ndarray | None, lab: np.ndarray, lab_ok: np.ndarray | None,
+                  att: np.ndarray | None, att_ok: np.ndarray | None, ign: int, wanted: tuple[int, ...],
+                  pad: int | None, bound: int | None) -> bool:
+    """The compiled ``dense_scan`` takes these arguments: ids and labels of int8..int64 or
+    uint8..uint32, a mask of those or bool, bool validity arrays, every array 1-D, C-contiguous and
+    in the machine's byte order, and integer constants that fit int64 (each comparison, made in int64
+    by the kernel, is then numpy's: NumPy >= 2 compares integer arrays with Python ints exactly)."""
+    if getattr(native.scan, "dense_scan", None) is None:
+        return False
+    for x, kinds in ((ids, "iu"), (lab, "iu"), (att, "iub"), (ids_ok, "b"), (lab_ok, "b"), (att_ok, "b")):
+        if x is None:
+            continue
+        dt = x.dtype
+        if (dt.kind not in kinds or not dt.isnative or (dt.kind == "u" and dt.itemsize > 4) or x.ndim != 1
+                or not x.flags.c_contiguous):
+            return False
+    consts = (ign, *wanted, *(() if pad is None else (pad,)), *(() if bound is None else (bound,)))
+    return all(_I64[0] <= int(c) <= _I64[1] for c in consts)
+
+
+def _dense_scan_native(ids: np.ndarray, ids_ok: np.ndarray | None, lab: np.ndarray, lab_ok: np.ndarray | None,
+                       att: np.ndarray | None, att_ok: np.ndarray | None, ign: int, shifted: bool,
+                       wanted: tuple[int, ...], pad: int | None = None, bound: int | None = None,
+                       segs: list[tuple[int, int, int, int]] | None = None
+                       ) -> tuple[np.ndarray, np.ndarray | None, dict[str, np.ndarray]]:
+    """:func:`_dense_scan` by the compiled kernel (arguments :func:`_native_takes` accepts; ValueError
+    from the kernel when the buffers do not hold the segments, RuntimeError when it is not built)."""
+    kernel = getattr(native.scan, "dense_scan", None)
+    if kernel is None:
+        raise RuntimeError("datacheck._scan.dense_scan is not built (datacheck/io/native.py)")
+    n = len(ids)
+    if segs is None:
+        segs = [(0, n, 0, 0)] if n else []
+    covered = sum(b - a for a, b, _, _ in segs) == n
+    sup0 = (np.empty if covered else np.zeros)(n, dtype=bool)
+    real = (np.empty if covered else np.zeros)(n, dtype=bool) if att is not None else None
+    got = kernel(ids, ids_ok, lab, lab_ok, att, att_ok, sup0, real, int(ign), bool(shifted),
+                 tuple(int(w) for w in wanted), None if pad is None else int(pad),
+                 None if bound is None else int(bound), [tuple(int(v) for v in g) for g in segs])
+    return sup0, real, {name: np.frombuffer(b, dtype=np.int64) for name, b in zip(SCAN_LISTS, got)}
+
+
+def _dense_scan_numpy(ids: np.ndarray, ids_ok: np.ndarray | None, lab: np.ndarray, lab_ok: np.ndarray | None,
+                      att: np.ndarray | None, att_ok: np.ndarray | None, ign: int, shifted: bool,
+                      wanted: tuple[int, ...], pad: int | None = None, bound: int | None = None,
+                      segs: list[tuple[int, int, int, int]] | None = None
+                      ) -> tuple[np.ndarray, np.ndarray | None, dict[str, np.ndarray]]:
+    """:func:`_dense_scan` by numpy: the reference of the compiled kernel, and its fallback."""
     n = len(ids)
     if segs is None:
         segs = [(0, n, 0, 0)] if n else []

@@ -1,10 +1,574 @@
-/* datacheck._scan: compiled kernel (built at install by setuptools; see datacheck/io/native.py).
- * Skeleton: the module exists so that the build and the loader are exercised; its kernels are
- * added with their numpy references and property tests. */
+/* datacheck._scan: compiled kernels (built at install by setuptools; see datacheck/io/native.py).
+ *
+ * dense_scan: the comparisons of datacheck.checks._flat._dense_scan (its numpy code is the reference
+ * and the fallback; the property tests of tests/unit/checks/test_flat_native.py compare the two) in
+ * one pass over the flat buffers, by blocks of BLOCK positions held in the CPU cache:
+ *
+ *   1. branch-free loops over the block (vectorized by the compiler): sup0 and real written into
+ *      the caller's arrays, and one flag byte per position, set when the position may belong to one
+ *      of the six lists (a hit, or one of the rare kinds);
+ *   2. the flagged positions (8 flag bytes read at a time; none on clean data but the hits) are
+ *      looked at one by one: each list's condition is evaluated exactly and the position appended
+ *      to the lists whose condition holds, so each list is ascending.
+ *
+ * Every value is compared as a 64-bit signed integer: the kernel takes the integer types int8..int64
+ * and uint8..uint32 (bool too for masks), each of which int64 holds, and constants that fit int64,
+ * so every comparison is numpy's (NumPy >= 2 compares integers with Python ints exactly). Buffers
+ * whose type is not int64 are converted block by block into int64 scratch arrays.
+ *
+ * The GIL is released around the pass; every buffer's type, dimension, contiguity and length is
+ * checked against the segments before it, so no element outside a buffer is ever read. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* x86-64: the block pass is compiled twice, for AVX2 (64-bit integer comparisons in vectors) and for
+ * the baseline (SSE2 has none: its loops stay scalar); the loader picks one at run time (ifunc) */
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__has_attribute)
+#if __has_attribute(target_clones) && defined(__linux__)
+#define DC_CLONES __attribute__((target_clones("avx2", "default")))
+#endif
+#endif
+#ifndef DC_CLONES
+#define DC_CLONES
+#endif
+
+/* positions of one block: 2 KiB of flags, 16 KiB of int64 ids and labels each */
+#define BLOCK 2048
+
+enum kind { K_BAD = 0, K_I8, K_I16, K_I32, K_I64, K_U8, K_U16, K_U32, K_BOOL };
+
+/* A view of one 1-D buffer argument (None allowed where `optional`). */
+typedef struct {
+    Py_buffer view;
+    int held;         /* view must be released */
+    enum kind kind;
+    const char *data; /* NULL: the argument was None */
+    Py_ssize_t len;
+} arg_t;
+
+static enum kind kind_of(const Py_buffer *v) {
+    const char *f = v->format ? v->format : "B";
+    if (*f == '@' || *f == '=') {
+        f++;
+    } else if (*f == '<' || *f == '>' || *f == '!') {
+        const uint16_t one = 1;
+        int little = *(const uint8_t *)&one == 1;
+        if ((*f == '<') != little) {
+            return K_BAD; /* not the machine's byte order */
+        }
+        f++;
+    }
+    if (f[0] == '\0' || f[1] != '\0') {
+        return K_BAD;
+    }
+    int signed_ = 0;
+    switch (f[0]) {
+    case '?':
+        return v->itemsize == 1 ? K_BOOL : K_BAD;
+    case 'b': case 'h': case 'i': case 'l': case 'q':
+        signed_ = 1;
+        break;
+    case 'B': case 'H': case 'I': case 'L': case 'Q':
+        break;
+    default:
+        return K_BAD;
+    }
+    switch (v->itemsize) {
+    case 1: return signed_ ? K_I8 : K_U8;
+    case 2: return signed_ ? K_I16 : K_U16;
+    case 4: return signed_ ? K_I32 : K_U32;
+    case 8: return signed_ ? K_I64 : K_BAD; /* uint64: int64 does not hold it */
+    default: return K_BAD;
+    }
+}
+
+/* Fills `a` from `obj`: a 1-D contiguous buffer of an integer type (`want_bool`: of bool; `writable`:
+ * writable). Returns 0, or -1 with ValueError set. */
+static int get_arg(PyObject *obj, arg_t *a, const char *name, int optional, int want_bool, int writable) {
+    memset(a, 0, sizeof(*a));
+    if (obj == Py_None) {
+        if (optional) {
+            return 0;
+        }
+        PyErr_Format(PyExc_ValueError, "dense_scan: %s must be an array, not None", name);
+        return -1;
+    }
+    int flags = PyBUF_FORMAT | PyBUF_STRIDES | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, &a->view, flags) < 0) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "dense_scan: %s must be a%s 1-D buffer", name, writable ? " writable" : "");
+        return -1;
+    }
+    a->held = 1;
+    if (a->view.ndim != 1 || a->view.shape == NULL) {
+        PyErr_Format(PyExc_ValueError, "dense_scan: %s must have one dimension (it has %d)", name, a->view.ndim);
+        return -1;
+    }
+    a->len = a->view.shape[0];
+    if (a->len > 1 && a->view.strides != NULL && a->view.strides[0] != a->view.itemsize) {
+        PyErr_Format(PyExc_ValueError, "dense_scan: %s must be contiguous (stride %zd, item size %zd)", name,
+                     a->view.strides[0], a->view.itemsize);
+        return -1;
+    }
+    if (a->view.itemsize <= 0 || a->view.len != a->len * a->view.itemsize) {
+        PyErr_Format(PyExc_ValueError, "dense_scan: %s holds %zd bytes for %zd items of %zd bytes", name,
+                     a->view.len, a->len, a->view.itemsize);
+        return -1;
+    }
+    a->kind = kind_of(&a->view);
+    if (a->kind == K_BAD || (want_bool && a->kind != K_BOOL)) {
+        PyErr_Format(PyExc_ValueError, "dense_scan: %s has an unsupported type (format '%s', item size %zd; %s)",
+                     name, a->view.format ? a->view.format : "B", a->view.itemsize,
+                     want_bool ? "bool wanted" : "int8..int64, uint8..uint32 or bool wanted");
+        return -1;
+    }
+    a->data = (const char *)a->view.buf;
+    return 0;
+}
+
+static void release(arg_t *a) {
+    if (a->held) {
+        PyBuffer_Release(&a->view);
+        a->held = 0;
+    }
+}
+
+/* dst[j] = src[start + j] as int64, j < m */
+static void load64(const arg_t *a, Py_ssize_t start, Py_ssize_t m, int64_t *restrict dst) {
+    Py_ssize_t j;
+#define LOAD(T)                                  \
+    {                                            \
+        const T *restrict s = (const T *)a->data + start; \
+        for (j = 0; j < m; j++) dst[j] = (int64_t)s[j]; \
+    }                                            \
+    break;
+    switch (a->kind) {
+    case K_I8: LOAD(int8_t)
+    case K_I16: LOAD(int16_t)
+    case K_I32: LOAD(int32_t)
+    case K_I64: LOAD(int64_t)
+    case K_U8: case K_BOOL: LOAD(uint8_t)
+    case K_U16: LOAD(uint16_t)
+    case K_U32: LOAD(uint32_t)
+    default: break;
+    }
+#undef LOAD
+}
+
+/* the values of `a` at [start, start + m) as int64: the buffer itself when it is int64, else `tmp` */
+static const int64_t *as64(const arg_t *a, Py_ssize_t start, Py_ssize_t m, int64_t *tmp) {
+    if (a->kind == K_I64) {
+        return (const int64_t *)a->data + start;
+    }
+    load64(a, start, m, tmp);
+    return tmp;
+}
+
+/* r[j] = A[j] == 1 and ok[j], z[j] = A[j] == 0 and ok[j] (j < m): bytes (int8, uint8, bool: 0 and 1 are the same bytes) */
+DC_CLONES static void mask8(const uint8_t *restrict A, const uint8_t *restrict ok, uint8_t *restrict r,
+                            uint8_t *restrict z, Py_ssize_t m) {
+    for (Py_ssize_t j = 0; j < m; j++) {
+        r[j] = (uint8_t)((A[j] == 1) & (ok[j] != 0));
+        z[j] = (uint8_t)((A[j] == 0) & (ok[j] != 0));
+    }
+}
+
+/* the same over int64 values */
+DC_CLONES static void mask64(const int64_t *restrict A, const uint8_t *restrict ok, uint8_t *restrict r,
+                             uint8_t *restrict z, Py_ssize_t m) {
+    for (Py_ssize_t j = 0; j < m; j++) {
+        r[j] = (uint8_t)((A[j] == 1) & (ok[j] != 0));
+        z[j] = (uint8_t)((A[j] == 0) & (ok[j] != 0));
+    }
+}
+
+/* r, z of the mask `a` at [start, start + m) with validity ok (see mask8) */
+static void mask_of(const arg_t *a, Py_ssize_t start, Py_ssize_t m, const uint8_t *ok, uint8_t *r, uint8_t *z,
+                    int64_t *tmp) {
+    if (a->view.itemsize == 1) {
+        mask8((const uint8_t *)a->data + start, ok, r, z, m);
+    } else {
+        mask64(as64(a, start, m, tmp), ok, r, z, m);
+    }
+}
+
+/* a growable list of int64 positions */
+typedef struct {
+    int64_t *p;
+    Py_ssize_t n, cap;
+} list_t;
+
+static int push(list_t *l, int64_t x) {
+    if (l->n == l->cap) {
+        Py_ssize_t cap = l->cap ? 2 * l->cap : 1024;
+        int64_t *p = (int64_t *)realloc(l->p, (size_t)cap * sizeof(int64_t));
+        if (p == NULL) {
+            return -1;
+        }
+        l->p = p;
+        l->cap = cap;
+    }
+    l->p[l->n++] = x;
+    return 0;
+}
+
+enum { L_HITS, L_OFF, L_PAD_ID, L_PAD_LABEL, L_NEG, L_HIGH, N_LISTS };
+
+typedef struct {
+    int64_t a, b, sl, sa;
+} seg_t;
+
+typedef struct {
+    arg_t ids, ids_ok, lab, lab_ok, att, att_ok, sup0, real;
+    int64_t ign, pad, bound;
+    int has_pad, has_bound, shifted;
+    int64_t *wanted;
+    Py_ssize_t n_wanted;
+    seg_t *segs;
+    Py_ssize_t n_segs;
+    list_t out[N_LISTS];
+} job_t;
+
+/* scratch of one block */
+typedef struct {
+    int64_t ids[BLOCK + 1], lab[BLOCK], att[BLOCK];
+    uint8_t flag[BLOCK], z[BLOCK], ones[BLOCK + 1], zeros[BLOCK];
+} scratch_t;
+
+/* the flags of positions [0, last) of a block (see block); a function of its own: GCC vectorizes a
+ * loop over restrict parameters, not over restrict locals (it checks every pair for overlap instead) */
+DC_CLONES static void pass1(const int64_t *restrict L, const int64_t *restrict I, const uint8_t *restrict LOK,
+                            const uint8_t *restrict IOK, const uint8_t *restrict R, const uint8_t *restrict Z,
+                            uint8_t *restrict sup, uint8_t *restrict F, Py_ssize_t last, int64_t ign, int64_t bound,
+                            int64_t pad, uint8_t b_on, uint8_t p_on, uint8_t h_on, uint8_t sh, Py_ssize_t nx,
+                            int64_t w0, int64_t w1, int64_t w2, int64_t w3) {
+    for (Py_ssize_t j = 0; j < last; j++) {
+        const int64_t l = L[j], i = I[j], inx = I[j + nx];
+        const uint8_t ok = IOK[j] != 0, oknx = IOK[j + nx] != 0;
+        const uint8_t s = (uint8_t)((l != ign) & (LOK[j] != 0));
+        sup[j] = s;
+        /* unshifted: label != id or the id null; shifted: label != next id and the next id not null */
+        const uint8_t off = (uint8_t)(s & (sh ? ((l != inx) & oknx) : ((l != i) | (ok ^ 1))));
+        const uint8_t rng = (uint8_t)(s & ((l < 0) | ((l >= bound) & b_on)));
+        const uint8_t z = Z[j];
+        const uint8_t pid = (uint8_t)(z & (i != pad) & ok & p_on);
+        const uint8_t hit = (uint8_t)(((i == w0) | (i == w1) | (i == w2) | (i == w3)) & ok & R[j] & h_on);
+        F[j] = (uint8_t)(off | rng | pid | (z & s) | hit);
+    }
+}
+
+/* the pass over positions [c0, c0 + m) of a segment of label shift sl and mask shift sa; -1: no memory */
+static int block(job_t *J, scratch_t *S, Py_ssize_t c0, Py_ssize_t m, int64_t sl, int64_t sa) {
+    const Py_ssize_t n = J->ids.len;
+    Py_ssize_t j;
+    /* ids at [c0, c0 + mi): with the shifted convention, the id after the block's last position too */
+    const Py_ssize_t mi = (J->shifted && c0 + m < n) ? m + 1 : m;
+    const int64_t *restrict I = as64(&J->ids, c0, mi, S->ids);
+    const int64_t *restrict L = as64(&J->lab, c0 + sl, m, S->lab);
+    const uint8_t *restrict IOK = J->ids_ok.data ? (const uint8_t *)J->ids_ok.data + c0 : S->ones;
+    const uint8_t *restrict LOK = J->lab_ok.data ? (const uint8_t *)J->lab_ok.data + c0 + sl : S->ones;
+    uint8_t *restrict sup = (uint8_t *)J->sup0.data + c0;
+    uint8_t *restrict F = S->flag;
+    /* the mask: R (1 and valid), Z (0 and valid); without a mask every position is real, none masked */
+    const uint8_t *restrict R = S->ones;
+    const uint8_t *restrict Z = S->zeros;
+    if (J->att.data) {
+        const uint8_t *restrict AOK = J->att_ok.data ? (const uint8_t *)J->att_ok.data + c0 + sa : S->ones;
+        uint8_t *restrict real = (uint8_t *)J->real.data + c0;
+        uint8_t *restrict z = S->z;
+        mask_of(&J->att, c0 + sa, m, AOK, real, z, S->att);
+        R = real;
+        Z = z;
+    }
+    /* the constants of the rules a call leaves out made neutral: one loop for every call */
+    const int64_t ign = J->ign, bound = J->bound, pad = J->pad;
+    const uint8_t b_on = (uint8_t)J->has_bound, p_on = (uint8_t)(J->has_pad && J->att.data);
+    const uint8_t h_on = (uint8_t)(J->n_wanted > 0);
+    const int64_t w0 = J->n_wanted > 0 ? J->wanted[0] : 0, w1 = J->n_wanted > 1 ? J->wanted[1] : w0;
+    const int64_t w2 = J->n_wanted > 2 ? J->wanted[2] : w0, w3 = J->n_wanted > 3 ? J->wanted[3] : w0;
+    /* the positions whose off rule reads ids[k + 1]: with the shifted convention, all but the buffers' last */
+    const Py_ssize_t last = (!J->shifted || c0 + m < n) ? m : m - 1;
+    const Py_ssize_t nx = J->shifted ? 1 : 0;
+    const uint8_t sh = (uint8_t)(J->shifted != 0);
+    pass1(L, I, LOK, IOK, R, Z, sup, F, last, ign, bound, pad, b_on, p_on, h_on, sh, nx, w0, w1, w2, w3);
+    j = last;
+    for (; j < m; j++) { /* the buffers' last position, shifted: no off rule */
+        const int64_t l = L[j], i = I[j];
+        const uint8_t ok = IOK[j] != 0;
+        const uint8_t s = (uint8_t)((l != ign) & (LOK[j] != 0));
+        sup[j] = s;
+        const uint8_t rng = (uint8_t)(s & ((l < 0) | ((l >= bound) & b_on)));
+        const uint8_t z = Z[j];
+        const uint8_t pid = (uint8_t)(z & (i != pad) & ok & p_on);
+        const uint8_t hit = (uint8_t)(((i == w0) | (i == w1) | (i == w2) | (i == w3)) & ok & R[j] & h_on);
+        F[j] = (uint8_t)(rng | pid | (z & s) | hit);
+    }
+    for (Py_ssize_t w = 4; w < J->n_wanted; w++) { /* more than four wanted ids */
+        const int64_t x = J->wanted[w];
+        for (j = 0; j < m; j++) {
+            F[j] |= (uint8_t)((I[j] == x) & (IOK[j] != 0) & R[j]);
+        }
+    }
+    /* pass 2: the flagged positions, each list's condition evaluated exactly */
+    for (j = 0; j < m; j += 8) {
+        if (j + 8 <= m) {
+            uint64_t word;
+            memcpy(&word, F + j, 8);
+            if (!word) {
+                continue;
+            }
+        }
+        const Py_ssize_t e8 = j + 8 <= m ? j + 8 : m;
+        for (Py_ssize_t q = j; q < e8; q++) {
+            if (!F[q]) {
+                continue;
+            }
+            const int64_t k = (int64_t)(c0 + q);
+            const int s = sup[q] != 0;
+            const int iok = IOK[q] != 0;
+            const int64_t lv = L[q], iv = I[q];
+            int hit = 0;
+            if (J->n_wanted && iok && R[q]) {
+                for (Py_ssize_t w = 0; w < J->n_wanted; w++) {
+                    hit |= iv == J->wanted[w];
+                }
+            }
+            int off;
+            if (!J->shifted) {
+                off = s && (lv != iv || !iok);
+            } else {
+                off = s && k + 1 < (int64_t)n && lv != I[q + 1] && IOK[q + 1];
+            }
+            const int z = Z[q] != 0;
+            const int pad_id = z && J->has_pad && iv != J->pad && iok;
+            const int pad_label = z && s;
+            const int neg = s && lv < 0;
+            const int high = s && J->has_bound && lv >= J->bound;
+            if ((hit && push(&J->out[L_HITS], k) < 0) || (off && push(&J->out[L_OFF], k) < 0) ||
+                (pad_id && push(&J->out[L_PAD_ID], k) < 0) || (pad_label && push(&J->out[L_PAD_LABEL], k) < 0) ||
+                (neg && push(&J->out[L_NEG], k) < 0) || (high && push(&J->out[L_HIGH], k) < 0)) {
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+static int run(job_t *J) {
+    scratch_t *S = (scratch_t *)malloc(sizeof(scratch_t));
+    if (S == NULL) {
+        return -1;
+    }
+    memset(S->ones, 1, sizeof(S->ones));
+    memset(S->zeros, 0, sizeof(S->zeros));
+    for (Py_ssize_t s = 0; s < J->n_segs; s++) {
+        const seg_t g = J->segs[s];
+        for (int64_t c0 = g.a; c0 < g.b; c0 += BLOCK) {
+            const int64_t m = g.b - c0 < BLOCK ? g.b - c0 : BLOCK;
+            if (block(J, S, (Py_ssize_t)c0, (Py_ssize_t)m, g.sl, g.sa) < 0) {
+                free(S);
+                return -1;
+            }
+        }
+    }
+    free(S);
+    return 0;
+}
+
+/* the int64 of a Python int (or an object with __index__), or -1 with ValueError set */
+static int int64_of(PyObject *o, int64_t *x, const char *name) {
+    PyObject *i = PyNumber_Index(o);
+    if (i == NULL) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "dense_scan: %s must be an int", name);
+        return -1;
+    }
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(i, &overflow);
+    Py_DECREF(i);
+    if (overflow || (v == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "dense_scan: %s does not fit a 64-bit signed integer", name);
+        return -1;
+    }
+    *x = (int64_t)v;
+    return 0;
+}
+
+/* a segment's shift within [-2^62, 2^62]: a + shift never overflows */
+#define SHIFT_MAX ((int64_t)1 << 62)
+
+PyDoc_STRVAR(dense_scan_doc,
+"dense_scan(ids, ids_ok, lab, lab_ok, att, att_ok, sup0, real, ign, shifted, wanted, pad, bound, segs)\n"
+"--\n\n"
+"The comparisons of datacheck.checks._flat._dense_scan (see there) over the flat buffers.\n\n"
+"ids, lab, att: 1-D contiguous buffers of int8..int64, uint8..uint32 or bool (att None: no mask);\n"
+"ids_ok, lab_ok, att_ok: bool buffers of their column's length, or None (no null element);\n"
+"sup0, real: writable bool buffers of len(ids) (real None without att), written at the positions\n"
+"of the segments only; ign: int; shifted: bool; wanted: tuple of ints; pad, bound: int or None;\n"
+"segs: sequence of (start, end, lab_shift, att_shift) ints, ascending, apart, inside [0, len(ids)],\n"
+"each shifted range inside its column. Ints must fit int64.\n\n"
+"Returns six bytearrays of native int64 positions, ascending: hits, off, pad_id, pad_label, neg, high.\n"
+"Raises ValueError for a buffer of another type, dimension, layout or length, or a bad segment.");
+
+static PyObject *dense_scan(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o_ids, *o_ids_ok, *o_lab, *o_lab_ok, *o_att, *o_att_ok, *o_sup0, *o_real;
+    PyObject *o_ign, *o_wanted, *o_pad, *o_bound, *o_segs;
+    int shifted;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOpOOOO:dense_scan", &o_ids, &o_ids_ok, &o_lab, &o_lab_ok, &o_att, &o_att_ok,
+                          &o_sup0, &o_real, &o_ign, &shifted, &o_wanted, &o_pad, &o_bound, &o_segs)) {
+        return NULL;
+    }
+    job_t J;
+    memset(&J, 0, sizeof(J));
+    PyObject *result = NULL, *wanted_seq = NULL, *segs_seq = NULL;
+    J.shifted = shifted;
+    if (get_arg(o_ids, &J.ids, "ids", 0, 0, 0) < 0 || get_arg(o_ids_ok, &J.ids_ok, "ids_ok", 1, 1, 0) < 0 ||
+        get_arg(o_lab, &J.lab, "lab", 0, 0, 0) < 0 || get_arg(o_lab_ok, &J.lab_ok, "lab_ok", 1, 1, 0) < 0 ||
+        get_arg(o_att, &J.att, "att", 1, 0, 0) < 0 || get_arg(o_att_ok, &J.att_ok, "att_ok", 1, 1, 0) < 0 ||
+        get_arg(o_sup0, &J.sup0, "sup0", 0, 1, 1) < 0 || get_arg(o_real, &J.real, "real", 1, 1, 1) < 0) {
+        goto done;
+    }
+    const Py_ssize_t n = J.ids.len;
+    if ((J.ids_ok.data && J.ids_ok.len != n) || (J.lab_ok.data && J.lab_ok.len != J.lab.len) ||
+        (J.att_ok.data && (!J.att.data || J.att_ok.len != J.att.len))) {
+        PyErr_SetString(PyExc_ValueError, "dense_scan: a validity buffer's length is not its column's");
+        goto done;
+    }
+    if (J.sup0.len != n || (J.att.data ? (!J.real.data || J.real.len != n) : J.real.data != NULL)) {
+        PyErr_SetString(PyExc_ValueError, "dense_scan: sup0 (and real, with a mask only) must hold len(ids) items");
+        goto done;
+    }
+    if (J.sup0.view.buf == J.real.view.buf && J.real.data) {
+        PyErr_SetString(PyExc_ValueError, "dense_scan: sup0 and real must be distinct buffers");
+        goto done;
+    }
+    if (int64_of(o_ign, &J.ign, "ign") < 0) {
+        goto done;
+    }
+    if (o_pad != Py_None) {
+        if (int64_of(o_pad, &J.pad, "pad") < 0) {
+            goto done;
+        }
+        J.has_pad = 1;
+    }
+    if (o_bound != Py_None) {
+        if (int64_of(o_bound, &J.bound, "bound") < 0) {
+            goto done;
+        }
+        J.has_bound = 1;
+    }
+    wanted_seq = PySequence_Fast(o_wanted, "dense_scan: wanted must be a sequence of ints");
+    if (wanted_seq == NULL) {
+        goto done;
+    }
+    J.n_wanted = PySequence_Fast_GET_SIZE(wanted_seq);
+    J.wanted = (int64_t *)PyMem_Malloc(sizeof(int64_t) * (size_t)(J.n_wanted + 1));
+    if (J.wanted == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t w = 0; w < J.n_wanted; w++) {
+        if (int64_of(PySequence_Fast_GET_ITEM(wanted_seq, w), &J.wanted[w], "a wanted id") < 0) {
+            goto done;
+        }
+    }
+    segs_seq = PySequence_Fast(o_segs, "dense_scan: segs must be a sequence of (start, end, lab_shift, att_shift)");
+    if (segs_seq == NULL) {
+        goto done;
+    }
+    J.n_segs = PySequence_Fast_GET_SIZE(segs_seq);
+    J.segs = (seg_t *)PyMem_Malloc(sizeof(seg_t) * (size_t)(J.n_segs + 1));
+    if (J.segs == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t prev_end = 0;
+    for (Py_ssize_t s = 0; s < J.n_segs; s++) {
+        PyObject *t = PySequence_Fast_GET_ITEM(segs_seq, s);
+        if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 4) {
+            PyErr_SetString(PyExc_ValueError, "dense_scan: a segment must be a tuple (start, end, lab_shift, att_shift)");
+            goto done;
+        }
+        seg_t g;
+        if (int64_of(PyTuple_GET_ITEM(t, 0), &g.a, "a segment's start") < 0 ||
+            int64_of(PyTuple_GET_ITEM(t, 1), &g.b, "a segment's end") < 0 ||
+            int64_of(PyTuple_GET_ITEM(t, 2), &g.sl, "a segment's label shift") < 0 ||
+            int64_of(PyTuple_GET_ITEM(t, 3), &g.sa, "a segment's mask shift") < 0) {
+            goto done;
+        }
+        if (g.a < prev_end || g.b < g.a || g.b > (int64_t)n) {
+            PyErr_Format(PyExc_ValueError,
+                         "dense_scan: segment %zd [%lld, %lld) is not ascending and apart inside [0, %zd)", s,
+                         (long long)g.a, (long long)g.b, n);
+            goto done;
+        }
+        if (g.sl < -SHIFT_MAX || g.sl > SHIFT_MAX || g.sa < -SHIFT_MAX || g.sa > SHIFT_MAX) {
+            PyErr_Format(PyExc_ValueError, "dense_scan: segment %zd's shifts are out of range", s);
+            goto done;
+        }
+        if (g.b > g.a) {
+            if (g.a + g.sl < 0 || g.b + g.sl > (int64_t)J.lab.len) {
+                PyErr_Format(PyExc_ValueError,
+                             "dense_scan: segment %zd [%lld, %lld) with label shift %lld reads outside the %zd labels",
+                             s, (long long)g.a, (long long)g.b, (long long)g.sl, J.lab.len);
+                goto done;
+            }
+            if (J.att.data && (g.a + g.sa < 0 || g.b + g.sa > (int64_t)J.att.len)) {
+                PyErr_Format(PyExc_ValueError,
+                             "dense_scan: segment %zd [%lld, %lld) with mask shift %lld reads outside the %zd mask items",
+                             s, (long long)g.a, (long long)g.b, (long long)g.sa, J.att.len);
+                goto done;
+            }
+        }
+        J.segs[s] = g;
+        prev_end = g.b;
+    }
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = run(&J);
+    Py_END_ALLOW_THREADS
+    if (rc < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    result = PyTuple_New(N_LISTS);
+    if (result == NULL) {
+        goto done;
+    }
+    for (int i = 0; i < N_LISTS; i++) {
+        PyObject *b = PyByteArray_FromStringAndSize((const char *)J.out[i].p, J.out[i].n * (Py_ssize_t)sizeof(int64_t));
+        if (b == NULL) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyTuple_SET_ITEM(result, i, b);
+    }
+done:
+    release(&J.ids);
+    release(&J.ids_ok);
+    release(&J.lab);
+    release(&J.lab_ok);
+    release(&J.att);
+    release(&J.att_ok);
+    release(&J.sup0);
+    release(&J.real);
+    for (int i = 0; i < N_LISTS; i++) {
+        free(J.out[i].p);
+    }
+    PyMem_Free(J.wanted);
+    PyMem_Free(J.segs);
+    Py_XDECREF(wanted_seq);
+    Py_XDECREF(segs_seq);
+    return result;
+}
 
 static PyMethodDef methods[] = {
+    {"dense_scan", dense_scan, METH_VARARGS, dense_scan_doc},
     {NULL, NULL, 0, NULL},
 };
 

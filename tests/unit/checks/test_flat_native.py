@@ -1,0 +1,201 @@
+"""The compiled scan of the shared token pass (datacheck._scan.dense_scan, datacheck/csrc/scan.c)
+against its numpy reference (datacheck.checks._flat._dense_scan_numpy): the same ``sup0``, ``real``
+and position lists (values, dtypes, order) for every argument combination, on random buffers of every
+integer type the kernel takes (nulls, segments with label and mask shifts, both label conventions,
+0..3 wanted ids, a pad id wanted or not, a label bound inside, below or above the label type's range,
+lengths around the kernel's block and numpy's step); and the kernel's checks of its buffers."""
+from __future__ import annotations
+
+from unittest.mock import patch
+
+import numpy as np
+import pytest
+from conftest import examples
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from datacheck.checks import _flat
+from datacheck.io import native
+
+kernel = getattr(native.scan, "dense_scan", None)
+pytestmark = pytest.mark.skipif(kernel is None, reason="datacheck._scan is not built or DATACHECK_NATIVE=0")
+
+#: every integer type the kernel takes for ids and labels, and for the mask (bool besides)
+INTS = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32"]
+MASKS = [*INTS, "bool"]
+#: the kernel works by blocks of this many positions (scan.c BLOCK)
+BLOCK = 2048
+SETTINGS = settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _values(rng: np.random.Generator, n: int, dtype: str, pool: list[int]) -> np.ndarray:
+    """``n`` values of ``dtype``, most from ``pool`` (wrapped into the type), some at random."""
+    out = rng.choice(np.array(pool, dtype=np.int64), size=n).astype(dtype)
+    info = np.iinfo(dtype) if dtype != "bool" else None
+    if info is not None and n:
+        wild = rng.random(n) < 0.1
+        out[wild] = rng.integers(info.min, info.max, size=int(wild.sum()), endpoint=True, dtype=dtype)
+    return out
+
+
+@st.composite
+def scans(draw):
+    """The arguments of one ``_dense_scan`` call (drawn so that every rule has positions)."""
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    n = draw(st.one_of(st.integers(0, 40), st.integers(BLOCK - 3, BLOCK + 3), st.integers(0, 3 * BLOCK + 5)))
+    ign = draw(st.sampled_from([-100, 0, 3, 255]))
+    pad = draw(st.sampled_from([None, 7, 2]))
+    wanted = tuple(draw(st.lists(st.sampled_from([2, 5, 7, 9, 300, -1]), max_size=3, unique=True)))
+    if pad is not None and draw(st.booleans()):
+        wanted = (pad,)  # GPT-2 style: the pad id is the eos id, the only wanted one
+    bound = draw(st.sampled_from([None, 6, 0, -5, 127, 200, 40000, 2**40]))
+    pool = [0, 1, 2, 3, 5, 7, 9, 300, -1, -100, 255, 6, 127, 128]
+    ids_t, lab_t = draw(st.sampled_from(INTS)), draw(st.sampled_from(INTS))
+    att_t = draw(st.sampled_from([None, *MASKS]))
+    shifted = draw(st.booleans())
+    # segments: ascending runs of positions, apart or adjacent, each with its label and mask shifts
+    if draw(st.booleans()) or n == 0:
+        segs = None
+        n_lab = n_att = n
+    else:
+        cuts = sorted(rng.integers(0, n, size=2 * draw(st.integers(1, 4)), endpoint=True).tolist())
+        pairs = [(cuts[i], cuts[i + 1]) for i in range(0, len(cuts), 2)]
+        n_lab, n_att = n + draw(st.integers(0, 5)), n + draw(st.integers(0, 5))
+        segs = [(a, b, int(rng.integers(-a, n_lab - b, endpoint=True)), int(rng.integers(-a, n_att - b, endpoint=True)))
+                for a, b in pairs]
+    ids = _values(rng, n, ids_t, pool)
+    lab = _values(rng, n_lab, lab_t, pool)
+    if n_lab and draw(st.booleans()):  # labels mostly copies of the ids (either convention)
+        src = np.resize(ids.astype(np.int64), n_lab) if n else np.zeros(n_lab, np.int64)
+        copy = rng.random(n_lab) < 0.8
+        lab[copy] = np.roll(src, -1 if shifted else 0)[copy].astype(lab_t)
+    att = None if att_t is None else _values(rng, n_att, att_t, [0, 0, 1, 1, 1, 2, -1])
+
+    def valid(m: int) -> np.ndarray | None:
+        return rng.random(m) < 0.85 if draw(st.booleans()) else None
+    ids_ok, lab_ok = valid(n), valid(n_lab)
+    att_ok = valid(n_att) if att is not None else None
+    return (ids, ids_ok, lab, lab_ok, att, att_ok, ign, shifted, wanted, pad, bound, segs)
+
+
+def _same(want: tuple, got: tuple) -> None:
+    sup_w, real_w, at_w = want
+    sup_g, real_g, at_g = got
+    assert sup_g.dtype == np.bool_ and np.array_equal(sup_w, sup_g)
+    assert (real_w is None) == (real_g is None)
+    if real_w is not None:
+        assert real_g.dtype == np.bool_ and np.array_equal(real_w, real_g)
+    assert list(at_w) == list(at_g)
+    for name in at_w:
+        assert at_g[name].dtype == np.int64, name
+        assert np.array_equal(at_w[name], at_g[name]), (name, at_w[name], at_g[name])
+
+
+@SETTINGS
+@given(args=scans(), step=st.sampled_from([3, 7, 65536]))
+def test_native_scan_equals_numpy(args, step):
+    assert _flat._native_takes(*args[:7], args[8], args[9], args[10])
+    with patch.object(_flat, "SCAN_STEP", step):  # numpy's steps end anywhere against the kernel's blocks
+        want = _flat._dense_scan_numpy(*args)
+    _same(want, _flat._dense_scan_native(*args))
+    _same(_flat._dense_scan_numpy(*args), _flat._dense_scan(*args))  # the dispatch takes the kernel
+
+
+@pytest.mark.parametrize("n", [_flat.SCAN_STEP - 1, _flat.SCAN_STEP, _flat.SCAN_STEP + 1, 2 * _flat.SCAN_STEP + 7])
+@pytest.mark.parametrize("shifted", [False, True])
+def test_native_scan_equals_numpy_around_the_numpy_step(n, shifted):
+    rng = np.random.default_rng(n)
+    ids = _values(rng, n, "int32", [0, 1, 2, 7, 9, 50256])
+    lab = np.where(rng.random(n) < 0.5, -100, np.roll(ids, -1 if shifted else 0)).astype(np.int64)
+    lab[rng.random(n) < 0.001] = 60000
+    att = (rng.random(n) < 0.7).astype(np.int8)
+    ok = rng.random(n) < 0.99
+    for args in [(ids, None, lab, None, att, None, -100, shifted, (50256,), 50256, 50257),
+                 (ids, ok, lab, ok, att, ok, -100, shifted, (2, 7, 50256), 50256, 50257),
+                 (ids, None, lab, None, None, None, -100, shifted, (), None, None)]:
+        _same(_flat._dense_scan_numpy(*args), _flat._dense_scan_native(*args))
+
+
+@given(n=st.integers(0, 5))
+@example(n=0)
+def test_native_scan_of_empty_and_tiny_buffers(n):
+    ids = np.arange(n, dtype=np.int32)
+    lab = np.arange(n, dtype=np.int64) - 1
+    args = (ids, None, lab, None, np.ones(n, np.int8), None, -100, True, (1,), 1, 2)
+    _same(_flat._dense_scan_numpy(*args), _flat._dense_scan_native(*args))
+
+
+def test_types_the_kernel_does_not_take_go_to_numpy():
+    ids = np.array([1, 2, 3], dtype=np.uint64)
+    lab = np.array([1, -100, 3], dtype=np.int64)
+    assert not _flat._native_takes(ids, None, lab, None, None, None, -100, (2,), None, None)
+    assert not _flat._native_takes(ids.astype(">i4"), None, lab, None, None, None, -100, (2,), None, None)
+    assert not _flat._native_takes(ids.astype(np.int32)[::-1][::2], None, lab[:2], None, None, None, -100, (2,),
+                                   None, None)
+    assert not _flat._native_takes(ids.astype(np.int32), None, lab, None, None, None, -100, (2**64,), None, None)
+    assert not _flat._native_takes(ids.astype(np.int32), None, lab.astype(np.float32), None, None, None, -100, (2,),
+                                   None, None)
+    assert _flat._native_takes(ids.astype(np.uint32), None, lab, None, np.ones(3, bool), None, -100, (2,), None, 2**63 - 1)
+    _same(_flat._dense_scan_numpy(ids, None, lab, None, None, None, -100, False, (2,)),
+          _flat._dense_scan(ids, None, lab, None, None, None, -100, False, (2,)))
+
+
+def _call(ids=None, ids_ok=None, lab=None, lab_ok=None, att=None, att_ok=None, sup0=None, real=None, segs=None,
+          consts=(-100, False, (2,), None, None)):
+    n = 6
+    ids = np.arange(n, dtype=np.int32) if ids is None else ids
+    lab = np.arange(n, dtype=np.int64) if lab is None else None if isinstance(lab, str) else lab
+    sup0 = np.zeros(len(ids), bool) if sup0 is None else sup0
+    segs = [(0, len(ids), 0, 0)] if segs is None else segs
+    ign, shifted, wanted, pad, bound = consts
+    return kernel(ids, ids_ok, lab, lab_ok, att, att_ok, sup0, real, ign, shifted, wanted, pad, bound, segs)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"segs": [(0, 7, 0, 0)]}, "segment 0"),                                   # past the ids
+    ({"segs": [(0, 6, 1, 0)]}, "label shift"),                                 # past the labels
+    ({"segs": [(1, 6, -2, 0)]}, "label shift"),                                # before the labels
+    ({"segs": [(3, 6, 0, 0), (0, 2, 0, 0)]}, "ascending"),                     # not ascending
+    ({"segs": [(0, 4, 0, 0), (3, 6, 0, 0)]}, "ascending"),                     # overlapping
+    ({"segs": [(4, 2, 0, 0)]}, "ascending"),                                   # end before start
+    ({"segs": [(0, 6, 2**62 + 1, 0)]}, "out of range"),
+    ({"segs": [(0, 6, 2**64, 0)]}, "64-bit"),
+    ({"segs": [(0, 6, 0)]}, "tuple"),
+    ({"att": np.ones(6, np.int8), "real": np.zeros(6, bool), "segs": [(0, 6, 0, 1)]}, "mask shift"),
+    ({"att": np.ones(5, np.int8), "real": np.zeros(6, bool)}, "mask shift"),
+    ({"att": np.ones(6, np.int8)}, "real"),                                     # a mask without real
+    ({"real": np.zeros(6, bool)}, "real"),                                      # real without a mask
+    ({"sup0": np.zeros(5, bool)}, "sup0"),
+    ({"sup0": np.zeros(6, np.int8)}, "bool"),
+    ({"ids_ok": np.ones(5, bool)}, "validity"),
+    ({"lab_ok": np.ones(7, bool)}, "validity"),
+    ({"ids_ok": np.ones(6, np.uint8)}, "bool"),
+    ({"ids": np.arange(6, dtype=np.uint64)}, "unsupported"),
+    ({"ids": np.arange(6, dtype=">i4")}, "unsupported"),
+    ({"lab": np.arange(6, dtype=np.float64)}, "unsupported"),
+    ({"ids": np.arange(12, dtype=np.int32)[::2]}, "contiguous"),
+    ({"ids": np.arange(12, dtype=np.int32).reshape(2, 6)}, "dimension"),
+    ({"lab": "none"}, "None"),
+    ({"ids": [1, 2, 3]}, "buffer"),
+    ({"consts": (2**63, False, (2,), None, None)}, "64-bit"),
+    ({"consts": (-100, False, (2, "x"), None, None)}, "int"),
+    ({"consts": (-100, False, (2,), None, 1.5)}, "int"),
+])
+def test_kernel_rejects_buffers_that_do_not_hold_the_segments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        _call(**kwargs)
+
+
+def test_kernel_writes_only_the_segments_and_reads_no_gap():
+    """Positions outside every segment keep the caller's values; the segments' shifted slices are
+    read (here the labels of the segment [2, 4) sit at [0, 2) of their buffer)."""
+    ids = np.array([9, 9, 1, 2, 9, 9], dtype=np.int32)
+    lab = np.array([1, 2], dtype=np.int64)
+    sup0 = np.full(6, True)
+    got = kernel(ids, None, lab, None, None, None, sup0, None, -100, False, (9,), None, None, [(2, 4, -2, 0)])
+    assert sup0.tolist() == [True, True, True, True, True, True]
+    assert [np.frombuffer(b, np.int64).tolist() for b in got] == [[], [], [], [], [], []]
+    lab2 = np.array([1, 5], dtype=np.int64)
+    got = kernel(ids, None, lab2, None, None, None, sup0, None, -100, False, (9,), None, None, [(2, 4, -2, 0)])
+    assert np.frombuffer(got[1], np.int64).tolist() == [3]  # label 5 against id 2 at position 3
