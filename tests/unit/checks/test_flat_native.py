@@ -46,7 +46,8 @@ def scans(draw):
     n = draw(st.one_of(st.integers(0, 40), st.integers(BLOCK - 3, BLOCK + 3), st.integers(0, 3 * BLOCK + 5)))
     ign = draw(st.sampled_from([-100, 0, 3, 255]))
     pad = draw(st.sampled_from([None, 7, 2]))
-    wanted = tuple(draw(st.lists(st.sampled_from([2, 5, 7, 9, 300, -1]), max_size=3, unique=True)))
+    wanted = tuple(draw(st.lists(st.sampled_from([2, 5, 7, 9, 300, -1, 3, 0]), max_size=draw(st.sampled_from([3, 6])),
+                                 unique=True)))  # 0..3 ids; more: the kernel's loop past its fourth
     if pad is not None and draw(st.booleans()):
         wanted = (pad,)  # GPT-2 style: the pad id is the eos id, the only wanted one
     bound = draw(st.sampled_from([None, 6, 0, -5, 127, 200, 40000, 2**40]))
