@@ -167,6 +167,57 @@ static const int64_t *as64(const arg_t *a, Py_ssize_t start, Py_ssize_t m, int64
     return tmp;
 }
 
+/* dst[j] = src[start + j] as int32, j < m (types int32 holds: int8, int16, int32, uint8, uint16) */
+static void load32(const arg_t *a, Py_ssize_t start, Py_ssize_t m, int32_t *restrict dst) {
+    Py_ssize_t j;
+#define LOAD(T)                                                 \
+    {                                                           \
+        const T *restrict s = (const T *)a->data + start;       \
+        for (j = 0; j < m; j++) dst[j] = (int32_t)s[j];         \
+    }                                                           \
+    break;
+    switch (a->kind) {
+    case K_I8: LOAD(int8_t)
+    case K_I16: LOAD(int16_t)
+    case K_I32: LOAD(int32_t)
+    case K_U8: case K_BOOL: LOAD(uint8_t)
+    case K_U16: LOAD(uint16_t)
+    default: break;
+    }
+#undef LOAD
+}
+
+static const int32_t *as32(const arg_t *a, Py_ssize_t start, Py_ssize_t m, int32_t *tmp) {
+    if (a->kind == K_I32) {
+        return (const int32_t *)a->data + start;
+    }
+    load32(a, start, m, tmp);
+    return tmp;
+}
+
+/* the value of `a` at i as int64 */
+static int64_t value_at(const arg_t *a, Py_ssize_t i) {
+    switch (a->kind) {
+    case K_I8: return ((const int8_t *)a->data)[i];
+    case K_I16: return ((const int16_t *)a->data)[i];
+    case K_I32: return ((const int32_t *)a->data)[i];
+    case K_I64: return ((const int64_t *)a->data)[i];
+    case K_U8: case K_BOOL: return ((const uint8_t *)a->data)[i];
+    case K_U16: return ((const uint16_t *)a->data)[i];
+    case K_U32: return ((const uint32_t *)a->data)[i];
+    default: return 0;
+    }
+}
+
+/* the kind holds values int32 holds */
+static int narrow(enum kind k) {
+    return k == K_I8 || k == K_I16 || k == K_I32 || k == K_U8 || k == K_U16 || k == K_BOOL;
+}
+
+static int fits32(int64_t x) {
+    return x >= INT32_MIN && x <= INT32_MAX;
+}
+
 /* r[j] = A[j] == 1 and ok[j], z[j] = A[j] == 0 and ok[j] (j < m): bytes (int8, uint8, bool: 0 and 1 are the same bytes) */
 DC_CLONES static void mask8(const uint8_t *restrict A, const uint8_t *restrict ok, uint8_t *restrict r,
                             uint8_t *restrict z, Py_ssize_t m) {
@@ -201,17 +252,21 @@ typedef struct {
     Py_ssize_t n, cap;
 } list_t;
 
-static int push(list_t *l, int64_t x) {
-    if (l->n == l->cap) {
-        Py_ssize_t cap = l->cap ? 2 * l->cap : 1024;
-        int64_t *p = (int64_t *)realloc(l->p, (size_t)cap * sizeof(int64_t));
-        if (p == NULL) {
-            return -1;
-        }
-        l->p = p;
-        l->cap = cap;
+/* room for `extra` more positions in `l`; -1: no memory */
+static int reserve(list_t *l, Py_ssize_t extra) {
+    if (l->cap - l->n >= extra) {
+        return 0;
     }
-    l->p[l->n++] = x;
+    Py_ssize_t cap = l->cap ? 2 * l->cap : 4096;
+    while (cap - l->n < extra) {
+        cap *= 2;
+    }
+    int64_t *p = (int64_t *)realloc(l->p, (size_t)cap * sizeof(int64_t));
+    if (p == NULL) {
+        return -1;
+    }
+    l->p = p;
+    l->cap = cap;
     return 0;
 }
 
@@ -225,6 +280,7 @@ typedef struct {
     arg_t ids, ids_ok, lab, lab_ok, att, att_ok, sup0, real;
     int64_t ign, pad, bound;
     int has_pad, has_bound, shifted;
+    int lab32, ids32; /* the block pass reads the labels / ids as int32 (their type and the constants fit it) */
     int64_t *wanted;
     Py_ssize_t n_wanted;
     seg_t *segs;
@@ -235,30 +291,67 @@ typedef struct {
 /* scratch of one block */
 typedef struct {
     int64_t ids[BLOCK + 1], lab[BLOCK], att[BLOCK];
+    int32_t ids32[BLOCK + 1], lab32[BLOCK];
     uint8_t flag[BLOCK], z[BLOCK], ones[BLOCK + 1], zeros[BLOCK];
 } scratch_t;
 
-/* the flags of positions [0, last) of a block (see block); a function of its own: GCC vectorizes a
- * loop over restrict parameters, not over restrict locals (it checks every pair for overlap instead) */
-DC_CLONES static void pass1(const int64_t *restrict L, const int64_t *restrict I, const uint8_t *restrict LOK,
-                            const uint8_t *restrict IOK, const uint8_t *restrict R, const uint8_t *restrict Z,
-                            uint8_t *restrict sup, uint8_t *restrict F, Py_ssize_t last, int64_t ign, int64_t bound,
-                            int64_t pad, uint8_t b_on, uint8_t p_on, uint8_t h_on, uint8_t sh, Py_ssize_t nx,
-                            int64_t w0, int64_t w1, int64_t w2, int64_t w3) {
-    for (Py_ssize_t j = 0; j < last; j++) {
-        const int64_t l = L[j], i = I[j], inx = I[j + nx];
-        const uint8_t ok = IOK[j] != 0, oknx = IOK[j + nx] != 0;
-        const uint8_t s = (uint8_t)((l != ign) & (LOK[j] != 0));
-        sup[j] = s;
-        /* unshifted: label != id or the id null; shifted: label != next id and the next id not null */
-        const uint8_t off = (uint8_t)(s & (sh ? ((l != inx) & oknx) : ((l != i) | (ok ^ 1))));
-        const uint8_t rng = (uint8_t)(s & ((l < 0) | ((l >= bound) & b_on)));
-        const uint8_t z = Z[j];
-        const uint8_t pid = (uint8_t)(z & (i != pad) & ok & p_on);
-        const uint8_t hit = (uint8_t)(((i == w0) | (i == w1) | (i == w2) | (i == w3)) & ok & R[j] & h_on);
-        F[j] = (uint8_t)(off | rng | pid | (z & s) | hit);
+/* The flags of positions [0, last) of a block (see block): `SH` the shifted convention (the label
+ * against the next id), `NW` wanted ids compared (the first NW of W). Every value is an int64 lane
+ * (a byte only when stored), so the compiler packs one result per position, not one per comparison.
+ * A function of its own per variant: GCC vectorizes a loop over restrict parameters (not over
+ * restrict locals: it checks every pair of pointers for overlap instead) and drops the absent rules. */
+#define PASS1(NAME, LT, IT, SH, NW)                                                                               \
+    DC_CLONES static void NAME(const void *L_, const void *I_, const uint8_t *restrict LOK,                           \
+                               const uint8_t *restrict IOK, const uint8_t *restrict R, const uint8_t *restrict Z,   \
+                               uint8_t *restrict sup, uint8_t *restrict F, Py_ssize_t last, int64_t ign_,           \
+                               int64_t bound_, int64_t pad_, int64_t b_on, int64_t p_on, const int64_t *W) {        \
+        const LT *restrict L = (const LT *)L_;                                                                     \
+        const IT *restrict I = (const IT *)I_;                                                                     \
+        const LT ign = (LT)ign_, bound = (LT)bound_, bon = (LT)b_on;                                               \
+        const IT pon = (IT)p_on;                                                                                   \
+        const IT pad = (IT)pad_, w0 = (IT)W[0], w1 = (IT)W[1], w2 = (IT)W[2], w3 = (IT)W[3];                       \
+        (void)w0, (void)w1, (void)w2, (void)w3;                                                                    \
+        for (Py_ssize_t j = 0; j < last; j++) {                                                                    \
+            const LT l = L[j];                                                                                     \
+            const IT i = I[j];                                                                                     \
+            const LT ok = IOK[j] != 0;                                                                             \
+            const LT s = (l != ign) & (LOK[j] != 0);                                                               \
+            /* unshifted: label != id or the id null; shifted: label != next id and the next id not null */       \
+            const LT off = SH ? ((l != I[j + SH]) & (IOK[j + SH] != 0)) : ((l != i) | (ok ^ 1));                  \
+            const LT rng = (l < 0) | ((l >= bound) & bon);                                                         \
+            const LT z = Z[j];                                                                                     \
+            IT hit = 0;                                                                                            \
+            if (NW >= 1) hit |= i == w0;                                                                           \
+            if (NW >= 2) hit |= i == w1;                                                                           \
+            if (NW >= 3) hit |= i == w2;                                                                           \
+            if (NW >= 4) hit |= i == w3;                                                                           \
+            sup[j] = (uint8_t)s;                                                                                   \
+            F[j] = (uint8_t)((((s & (off | rng | z)) | (z & (i != pad) & ok & pon)) << 1) | (hit & ok & R[j]));    \
+        }                                                                                                          \
     }
-}
+#define PASS1_NW(P, LT, IT, SH) \
+    PASS1(P##0, LT, IT, SH, 0) PASS1(P##1, LT, IT, SH, 1) PASS1(P##2, LT, IT, SH, 2) PASS1(P##4, LT, IT, SH, 4)
+PASS1_NW(p_ll_u, int64_t, int64_t, 0)
+PASS1_NW(p_ll_s, int64_t, int64_t, 1)
+PASS1_NW(p_li_u, int64_t, int32_t, 0)
+PASS1_NW(p_li_s, int64_t, int32_t, 1)
+PASS1_NW(p_il_u, int32_t, int64_t, 0)
+PASS1_NW(p_il_s, int32_t, int64_t, 1)
+PASS1_NW(p_ii_u, int32_t, int32_t, 0)
+PASS1_NW(p_ii_s, int32_t, int32_t, 1)
+#undef PASS1_NW
+#undef PASS1
+
+typedef void (*pass1_t)(const void *, const void *, const uint8_t *, const uint8_t *, const uint8_t *,
+                        const uint8_t *, uint8_t *, uint8_t *, Py_ssize_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                        const int64_t *);
+/* [labels narrow][ids narrow][shifted][wanted ids compared: 0, 1, 2, 4] */
+static const pass1_t PASS1_OF[2][2][2][4] = {
+    {{{p_ll_u0, p_ll_u1, p_ll_u2, p_ll_u4}, {p_ll_s0, p_ll_s1, p_ll_s2, p_ll_s4}},
+     {{p_li_u0, p_li_u1, p_li_u2, p_li_u4}, {p_li_s0, p_li_s1, p_li_s2, p_li_s4}}},
+    {{{p_il_u0, p_il_u1, p_il_u2, p_il_u4}, {p_il_s0, p_il_s1, p_il_s2, p_il_s4}},
+     {{p_ii_u0, p_ii_u1, p_ii_u2, p_ii_u4}, {p_ii_s0, p_ii_s1, p_ii_s2, p_ii_s4}}},
+};
 
 /* the pass over positions [c0, c0 + m) of a segment of label shift sl and mask shift sa; -1: no memory */
 static int block(job_t *J, scratch_t *S, Py_ssize_t c0, Py_ssize_t m, int64_t sl, int64_t sa) {
@@ -266,8 +359,8 @@ static int block(job_t *J, scratch_t *S, Py_ssize_t c0, Py_ssize_t m, int64_t sl
     Py_ssize_t j;
     /* ids at [c0, c0 + mi): with the shifted convention, the id after the block's last position too */
     const Py_ssize_t mi = (J->shifted && c0 + m < n) ? m + 1 : m;
-    const int64_t *restrict I = as64(&J->ids, c0, mi, S->ids);
-    const int64_t *restrict L = as64(&J->lab, c0 + sl, m, S->lab);
+    const void *I = J->ids32 ? (const void *)as32(&J->ids, c0, mi, S->ids32) : (const void *)as64(&J->ids, c0, mi, S->ids);
+    const void *L = J->lab32 ? (const void *)as32(&J->lab, c0 + sl, m, S->lab32) : (const void *)as64(&J->lab, c0 + sl, m, S->lab);
     const uint8_t *restrict IOK = J->ids_ok.data ? (const uint8_t *)J->ids_ok.data + c0 : S->ones;
     const uint8_t *restrict LOK = J->lab_ok.data ? (const uint8_t *)J->lab_ok.data + c0 + sl : S->ones;
     uint8_t *restrict sup = (uint8_t *)J->sup0.data + c0;
@@ -283,36 +376,45 @@ static int block(job_t *J, scratch_t *S, Py_ssize_t c0, Py_ssize_t m, int64_t sl
         R = real;
         Z = z;
     }
-    /* the constants of the rules a call leaves out made neutral: one loop for every call */
+    /* the constants of the rules a call leaves out made neutral */
     const int64_t ign = J->ign, bound = J->bound, pad = J->pad;
-    const uint8_t b_on = (uint8_t)J->has_bound, p_on = (uint8_t)(J->has_pad && J->att.data);
-    const uint8_t h_on = (uint8_t)(J->n_wanted > 0);
-    const int64_t w0 = J->n_wanted > 0 ? J->wanted[0] : 0, w1 = J->n_wanted > 1 ? J->wanted[1] : w0;
-    const int64_t w2 = J->n_wanted > 2 ? J->wanted[2] : w0, w3 = J->n_wanted > 3 ? J->wanted[3] : w0;
+    const int64_t b_on = J->has_bound, p_on = J->has_pad && J->att.data;
+    int64_t W[4] = {0, 0, 0, 0};
+    const Py_ssize_t nw = J->n_wanted < 4 ? J->n_wanted : 4;
+    static const int NW_AT[5] = {0, 1, 2, 3, 3}; /* the variant comparing 0, 1, 2 or 4 ids (3: the 4th repeats) */
+    for (Py_ssize_t w = 0; w < 4; w++) {
+        W[w] = J->wanted[w < nw ? w : 0]; /* (wanted[0] when there is none: J->wanted holds one more) */
+    }
     /* the positions whose off rule reads ids[k + 1]: with the shifted convention, all but the buffers' last */
     const Py_ssize_t last = (!J->shifted || c0 + m < n) ? m : m - 1;
-    const Py_ssize_t nx = J->shifted ? 1 : 0;
-    const uint8_t sh = (uint8_t)(J->shifted != 0);
-    pass1(L, I, LOK, IOK, R, Z, sup, F, last, ign, bound, pad, b_on, p_on, h_on, sh, nx, w0, w1, w2, w3);
+    PASS1_OF[J->lab32][J->ids32][J->shifted ? 1 : 0][NW_AT[nw]](L, I, LOK, IOK, R, Z, sup, F, last, ign, bound, pad,
+                                                                 b_on, p_on, W);
     j = last;
     for (; j < m; j++) { /* the buffers' last position, shifted: no off rule */
-        const int64_t l = L[j], i = I[j];
+        const int64_t l = value_at(&J->lab, c0 + sl + j), i = value_at(&J->ids, c0 + j);
         const uint8_t ok = IOK[j] != 0;
         const uint8_t s = (uint8_t)((l != ign) & (LOK[j] != 0));
         sup[j] = s;
         const uint8_t rng = (uint8_t)(s & ((l < 0) | ((l >= bound) & b_on)));
         const uint8_t z = Z[j];
         const uint8_t pid = (uint8_t)(z & (i != pad) & ok & p_on);
-        const uint8_t hit = (uint8_t)(((i == w0) | (i == w1) | (i == w2) | (i == w3)) & ok & R[j] & h_on);
-        F[j] = (uint8_t)(rng | pid | (z & s) | hit);
+        const uint8_t hit = (uint8_t)(((i == W[0]) | (i == W[1]) | (i == W[2]) | (i == W[3])) & ok & R[j] & (nw > 0));
+        F[j] = (uint8_t)(((rng | pid | (z & s)) << 1) | hit);
     }
     for (Py_ssize_t w = 4; w < J->n_wanted; w++) { /* more than four wanted ids */
         const int64_t x = J->wanted[w];
         for (j = 0; j < m; j++) {
-            F[j] |= (uint8_t)((I[j] == x) & (IOK[j] != 0) & R[j]);
+            F[j] |= (uint8_t)((value_at(&J->ids, c0 + j) == x) & (IOK[j] != 0) & R[j]);
         }
     }
-    /* pass 2: the flagged positions, each list's condition evaluated exactly */
+    /* pass 2: the flagged positions (bit 0: a hit, exact; bit 1: maybe one of the rare kinds, each
+     * list's condition evaluated exactly); every list has room for the block's positions */
+    for (int i = 0; i < N_LISTS; i++) {
+        if (reserve(&J->out[i], m) < 0) {
+            return -1;
+        }
+    }
+    list_t *const out = J->out;
     for (j = 0; j < m; j += 8) {
         if (j + 8 <= m) {
             uint64_t word;
@@ -323,35 +425,34 @@ static int block(job_t *J, scratch_t *S, Py_ssize_t c0, Py_ssize_t m, int64_t sl
         }
         const Py_ssize_t e8 = j + 8 <= m ? j + 8 : m;
         for (Py_ssize_t q = j; q < e8; q++) {
-            if (!F[q]) {
+            const uint8_t f = F[q];
+            const int64_t k = (int64_t)(c0 + q);
+            if (f & 1) {
+                out[L_HITS].p[out[L_HITS].n++] = k;
+            }
+            if (!(f & 2)) {
                 continue;
             }
-            const int64_t k = (int64_t)(c0 + q);
             const int s = sup[q] != 0;
             const int iok = IOK[q] != 0;
-            const int64_t lv = L[q], iv = I[q];
-            int hit = 0;
-            if (J->n_wanted && iok && R[q]) {
-                for (Py_ssize_t w = 0; w < J->n_wanted; w++) {
-                    hit |= iv == J->wanted[w];
-                }
-            }
+            const int64_t lv = value_at(&J->lab, c0 + sl + q), iv = value_at(&J->ids, c0 + q);
             int off;
             if (!J->shifted) {
                 off = s && (lv != iv || !iok);
             } else {
-                off = s && k + 1 < (int64_t)n && lv != I[q + 1] && IOK[q + 1];
+                off = s && k + 1 < (int64_t)n && lv != value_at(&J->ids, c0 + q + 1) && IOK[q + 1];
             }
             const int z = Z[q] != 0;
-            const int pad_id = z && J->has_pad && iv != J->pad && iok;
-            const int pad_label = z && s;
-            const int neg = s && lv < 0;
-            const int high = s && J->has_bound && lv >= J->bound;
-            if ((hit && push(&J->out[L_HITS], k) < 0) || (off && push(&J->out[L_OFF], k) < 0) ||
-                (pad_id && push(&J->out[L_PAD_ID], k) < 0) || (pad_label && push(&J->out[L_PAD_LABEL], k) < 0) ||
-                (neg && push(&J->out[L_NEG], k) < 0) || (high && push(&J->out[L_HIGH], k) < 0)) {
-                return -1;
-            }
+            out[L_OFF].p[out[L_OFF].n] = k;
+            out[L_OFF].n += off;
+            out[L_PAD_ID].p[out[L_PAD_ID].n] = k;
+            out[L_PAD_ID].n += z && J->has_pad && iv != J->pad && iok;
+            out[L_PAD_LABEL].p[out[L_PAD_LABEL].n] = k;
+            out[L_PAD_LABEL].n += z && s;
+            out[L_NEG].p[out[L_NEG].n] = k;
+            out[L_NEG].n += s && lv < 0;
+            out[L_HIGH].p[out[L_HIGH].n] = k;
+            out[L_HIGH].n += s && J->has_bound && lv >= J->bound;
         }
     }
     return 0;
@@ -472,10 +573,16 @@ static PyObject *dense_scan(PyObject *self, PyObject *args) {
         PyErr_NoMemory();
         goto done;
     }
+    J.wanted[0] = 0;
     for (Py_ssize_t w = 0; w < J.n_wanted; w++) {
         if (int64_of(PySequence_Fast_GET_ITEM(wanted_seq, w), &J.wanted[w], "a wanted id") < 0) {
             goto done;
         }
+    }
+    J.lab32 = narrow(J.lab.kind) && fits32(J.ign) && (!J.has_bound || fits32(J.bound));
+    J.ids32 = narrow(J.ids.kind) && (!J.has_pad || fits32(J.pad));
+    for (Py_ssize_t w = 0; w < J.n_wanted && w < 4; w++) {
+        J.ids32 = J.ids32 && fits32(J.wanted[w]);
     }
     segs_seq = PySequence_Fast(o_segs, "dense_scan: segs must be a sequence of (start, end, lab_shift, att_shift)");
     if (segs_seq == NULL) {
