@@ -195,6 +195,16 @@ static const int32_t *as32(const arg_t *a, Py_ssize_t start, Py_ssize_t m, int32
     return tmp;
 }
 
+/* dst[j] = (int32)src[j], j < m; 1 when every value fits int32 (then dst holds them exactly) */
+DC_CLONES static int narrow64(const int64_t *restrict src, Py_ssize_t m, int32_t *restrict dst) {
+    int64_t bad = 0;
+    for (Py_ssize_t j = 0; j < m; j++) {
+        dst[j] = (int32_t)src[j];
+        bad |= src[j] ^ (int64_t)dst[j];
+    }
+    return bad == 0;
+}
+
 /* the value of `a` at i as int64 */
 static int64_t value_at(const arg_t *a, Py_ssize_t i) {
     switch (a->kind) {
@@ -281,6 +291,7 @@ typedef struct {
     int64_t ign, pad, bound;
     int has_pad, has_bound, shifted;
     int lab32, ids32; /* the block pass reads the labels / ids as int32 (their type and the constants fit it) */
+    int consts32;     /* ign and bound fit int32 */
     int64_t *wanted;
     Py_ssize_t n_wanted;
     seg_t *segs;
@@ -360,7 +371,18 @@ static int block(job_t *J, scratch_t *S, Py_ssize_t c0, Py_ssize_t m, int64_t sl
     /* ids at [c0, c0 + mi): with the shifted convention, the id after the block's last position too */
     const Py_ssize_t mi = (J->shifted && c0 + m < n) ? m + 1 : m;
     const void *I = J->ids32 ? (const void *)as32(&J->ids, c0, mi, S->ids32) : (const void *)as64(&J->ids, c0, mi, S->ids);
-    const void *L = J->lab32 ? (const void *)as32(&J->lab, c0 + sl, m, S->lab32) : (const void *)as64(&J->lab, c0 + sl, m, S->lab);
+    /* int64 labels of a block that all fit int32 (token ids, -100) are compared as int32: twice the
+     * lanes of a vector, and no int64 result to narrow to a byte */
+    int lab32 = J->lab32;
+    const void *L;
+    if (lab32) {
+        L = as32(&J->lab, c0 + sl, m, S->lab32);
+    } else if (J->lab.kind == K_I64 && J->consts32 && narrow64((const int64_t *)J->lab.data + c0 + sl, m, S->lab32)) {
+        L = S->lab32;
+        lab32 = 1;
+    } else {
+        L = as64(&J->lab, c0 + sl, m, S->lab);
+    }
     const uint8_t *restrict IOK = J->ids_ok.data ? (const uint8_t *)J->ids_ok.data + c0 : S->ones;
     const uint8_t *restrict LOK = J->lab_ok.data ? (const uint8_t *)J->lab_ok.data + c0 + sl : S->ones;
     uint8_t *restrict sup = (uint8_t *)J->sup0.data + c0;
@@ -387,7 +409,7 @@ static int block(job_t *J, scratch_t *S, Py_ssize_t c0, Py_ssize_t m, int64_t sl
     }
     /* the positions whose off rule reads ids[k + 1]: with the shifted convention, all but the buffers' last */
     const Py_ssize_t last = (!J->shifted || c0 + m < n) ? m : m - 1;
-    PASS1_OF[J->lab32][J->ids32][J->shifted ? 1 : 0][NW_AT[nw]](L, I, LOK, IOK, R, Z, sup, F, last, ign, bound, pad,
+    PASS1_OF[lab32][J->ids32][J->shifted ? 1 : 0][NW_AT[nw]](L, I, LOK, IOK, R, Z, sup, F, last, ign, bound, pad,
                                                                  b_on, p_on, W);
     j = last;
     for (; j < m; j++) { /* the buffers' last position, shifted: no off rule */
@@ -579,7 +601,8 @@ static PyObject *dense_scan(PyObject *self, PyObject *args) {
             goto done;
         }
     }
-    J.lab32 = narrow(J.lab.kind) && fits32(J.ign) && (!J.has_bound || fits32(J.bound));
+    J.consts32 = fits32(J.ign) && (!J.has_bound || fits32(J.bound));
+    J.lab32 = narrow(J.lab.kind) && J.consts32;
     J.ids32 = narrow(J.ids.kind) && (!J.has_pad || fits32(J.pad));
     for (Py_ssize_t w = 0; w < J.n_wanted && w < 4; w++) {
         J.ids32 = J.ids32 && fits32(J.wanted[w]);
