@@ -3,8 +3,8 @@
 ``bench_table.py`` ``f100`` shard (5,000 x 256 tokens: ``input_ids`` int32, ``labels`` int64,
 ``attention_mask`` int8; its config: ignore_index -100, pad = eos = 50256 the only wanted id, labels
 below vocab_size 50257, unshifted), in one process: CPU ms of each call (``time.process_time``),
-the two paths interleaved, medians of ``--runs`` calls (and the quartiles). The two results are
-checked equal first.
+the two paths interleaved, medians of ``--runs`` calls (and the quartiles), under the CLI's malloc
+settings (``cli.main.keep_freed_memory``). The two results are checked equal first.
 
 Usage: python benchmarks/bench_scan_kernel.py [--runs 30] [--shard N]
 """
@@ -31,7 +31,10 @@ def main() -> None:
     import pyarrow.parquet as pq
 
     from datacheck.checks import _flat
+    from datacheck.cli.main import keep_freed_memory
     from datacheck.io import native
+
+    keep_freed_memory()  # the CLI's (and a pool worker's) malloc settings: freed blocks are reused
 
     if getattr(native.scan, "dense_scan", None) is None:
         sys.exit("datacheck._scan is not built (or DATACHECK_NATIVE=0): see datacheck/io/native.py")

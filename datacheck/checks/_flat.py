@@ -498,7 +498,36 @@ def periodic_flat(vals: np.ndarray, ok: np.ndarray | None, offsets: np.ndarray) 
     while a block is in the cache; around each true one, the ``2L - 1`` positions centred on it give
     the exact length of its run. On ordinary tokens almost no sample matches, so the cost is a few
     strided comparisons per period; on degenerate data (every sample true) it is about ``2N``
-    comparisons per period."""
+    comparisons per period.
+
+    The compiled kernel ``datacheck._scan.periodic_rows`` (``datacheck/csrc/scan.c``) runs the same
+    algorithm (the samples, then the run around each true one, measured in its row) when it is built
+    and takes the buffers (integer ``vals`` of a type other than uint64, bool ``ok``, int64
+    ``offsets`` from 0, all contiguous); else :func:`_periodic_flat_numpy`, its reference, does."""
+    kernel = getattr(native.scan, "periodic_rows", None)
+    if kernel is not None and _periodic_takes(vals, ok, offsets):
+        out = np.zeros(len(offsets) - 1, dtype=bool)
+        kernel(vals, ok, offsets, out)
+        return out
+    return _periodic_flat_numpy(vals, ok, offsets)
+
+
+def _periodic_takes(vals: np.ndarray, ok: np.ndarray | None, offsets: np.ndarray) -> bool:
+    """``datacheck._scan.periodic_rows`` takes these buffers (see :func:`periodic_flat`)."""
+    for x, kinds in ((vals, "iub"), (ok, "b"), (offsets, "i")):
+        if x is None:
+            continue
+        dt = x.dtype
+        if dt.kind not in kinds or not dt.isnative or x.ndim != 1 or not x.flags.c_contiguous:
+            return False
+    return (not (vals.dtype.kind == "u" and vals.dtype.itemsize > 4) and offsets.dtype.itemsize == 8
+            and len(offsets) > 0 and int(offsets[0]) == 0 and int(offsets[-1]) <= len(vals)
+            and (ok is None or len(ok) == len(vals)))
+
+
+def _periodic_flat_numpy(vals: np.ndarray, ok: np.ndarray | None, offsets: np.ndarray) -> np.ndarray:
+    """:func:`periodic_flat` by numpy: the reference of the compiled kernel, and its fallback."""
+
     n = len(offsets) - 1
     out = np.zeros(n, dtype=bool)
     total = int(offsets[-1])

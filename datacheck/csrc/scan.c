@@ -93,34 +93,34 @@ static int get_arg(PyObject *obj, arg_t *a, const char *name, int optional, int 
         if (optional) {
             return 0;
         }
-        PyErr_Format(PyExc_ValueError, "dense_scan: %s must be an array, not None", name);
+        PyErr_Format(PyExc_ValueError, "datacheck._scan: %s must be an array, not None", name);
         return -1;
     }
     int flags = PyBUF_FORMAT | PyBUF_STRIDES | (writable ? PyBUF_WRITABLE : 0);
     if (PyObject_GetBuffer(obj, &a->view, flags) < 0) {
         PyErr_Clear();
-        PyErr_Format(PyExc_ValueError, "dense_scan: %s must be a%s 1-D buffer", name, writable ? " writable" : "");
+        PyErr_Format(PyExc_ValueError, "datacheck._scan: %s must be a%s 1-D buffer", name, writable ? " writable" : "");
         return -1;
     }
     a->held = 1;
     if (a->view.ndim != 1 || a->view.shape == NULL) {
-        PyErr_Format(PyExc_ValueError, "dense_scan: %s must have one dimension (it has %d)", name, a->view.ndim);
+        PyErr_Format(PyExc_ValueError, "datacheck._scan: %s must have one dimension (it has %d)", name, a->view.ndim);
         return -1;
     }
     a->len = a->view.shape[0];
     if (a->len > 1 && a->view.strides != NULL && a->view.strides[0] != a->view.itemsize) {
-        PyErr_Format(PyExc_ValueError, "dense_scan: %s must be contiguous (stride %zd, item size %zd)", name,
+        PyErr_Format(PyExc_ValueError, "datacheck._scan: %s must be contiguous (stride %zd, item size %zd)", name,
                      a->view.strides[0], a->view.itemsize);
         return -1;
     }
     if (a->view.itemsize <= 0 || a->view.len != a->len * a->view.itemsize) {
-        PyErr_Format(PyExc_ValueError, "dense_scan: %s holds %zd bytes for %zd items of %zd bytes", name,
+        PyErr_Format(PyExc_ValueError, "datacheck._scan: %s holds %zd bytes for %zd items of %zd bytes", name,
                      a->view.len, a->len, a->view.itemsize);
         return -1;
     }
     a->kind = kind_of(&a->view);
     if (a->kind == K_BAD || (want_bool && a->kind != K_BOOL)) {
-        PyErr_Format(PyExc_ValueError, "dense_scan: %s has an unsupported type (format '%s', item size %zd; %s)",
+        PyErr_Format(PyExc_ValueError, "datacheck._scan: %s has an unsupported type (format '%s', item size %zd; %s)",
                      name, a->view.format ? a->view.format : "B", a->view.itemsize,
                      want_bool ? "bool wanted" : "int8..int64, uint8..uint32 or bool wanted");
         return -1;
@@ -697,8 +697,150 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------------------------------------
+ * periodic_rows: datacheck.checks._flat.periodic_flat (its numpy code is the reference and the
+ * fallback; tests/unit/checks/test_flat_native.py compares the two). Row r holds a run when, for a
+ * period p in [MIN_PERIOD, MAX_PERIOD] with MIN_REPEATS * p <= the longest row, W = (MIN_REPEATS - 1) p
+ * consecutive positions j of the row (j + p in the row) have vals[j] == vals[j + p] and, with ok,
+ * ok[j] and ok[j + p]. Any W consecutive positions hold one multiple of W, so only the samples
+ * s = kW are compared first (blocks of PERIODIC_BLOCK positions, every period while a block is in the
+ * cache); around each true one the run is measured in its row, at most W - 1 positions each way. */
+
+#define MIN_PERIOD 1
+#define MAX_PERIOD 13
+#define MIN_REPEATS 32
+#define PERIODIC_BLOCK ((int64_t)1 << 19)
+
+typedef struct {
+    const char *vals;
+    Py_ssize_t width; /* bytes of a value: equal values are equal bytes (integers) */
+    const uint8_t *ok;
+    const int64_t *offsets;
+    Py_ssize_t rows;
+    uint8_t *out;
+} periodic_t;
+
+static inline int same_at(const periodic_t *P, int64_t j, int64_t p) {
+    int eq;
+    switch (P->width) {
+    case 1: eq = ((const uint8_t *)P->vals)[j] == ((const uint8_t *)P->vals)[j + p]; break;
+    case 2: eq = ((const uint16_t *)P->vals)[j] == ((const uint16_t *)P->vals)[j + p]; break;
+    case 4: eq = ((const uint32_t *)P->vals)[j] == ((const uint32_t *)P->vals)[j + p]; break;
+    default: eq = ((const uint64_t *)P->vals)[j] == ((const uint64_t *)P->vals)[j + p]; break;
+    }
+    return eq && (P->ok == NULL || (P->ok[j] && P->ok[j + p]));
+}
+
+static void periodic_run(const periodic_t *P) {
+    const int64_t *off = P->offsets;
+    const int64_t total = off[P->rows];
+    int64_t longest = 0;
+    for (Py_ssize_t r = 0; r < P->rows; r++) {
+        longest = off[r + 1] - off[r] > longest ? off[r + 1] - off[r] : longest;
+    }
+    Py_ssize_t row_at[MAX_PERIOD + 1] = {0}; /* per period: the row of its last sample (samples ascend) */
+    for (int64_t b0 = 0; b0 < total; b0 += PERIODIC_BLOCK) {
+        const int64_t b1 = total - b0 < PERIODIC_BLOCK ? total : b0 + PERIODIC_BLOCK;
+        for (int64_t p = MIN_PERIOD; p <= MAX_PERIOD; p++) {
+            if (!(total > p && MIN_REPEATS * p <= longest)) {
+                continue;
+            }
+            const int64_t win = (MIN_REPEATS - 1) * p;
+            const int64_t hi = b1 < total - p ? b1 : total - p;
+            Py_ssize_t r = row_at[p];
+            for (int64_t s = (b0 + win - 1) / win * win; s < hi; s += win) {
+                if (!same_at(P, s, p)) {
+                    continue;
+                }
+                while (off[r + 1] <= s) { /* the row holding s (s < total: one does) */
+                    r++;
+                }
+                const int64_t a = off[r], b = off[r + 1];
+                if (s + p >= b || P->out[r]) { /* the compared position in the next row; a row found */
+                    continue;
+                }
+                int64_t left = 0, right = 0;
+                while (left < win - 1 && s - left - 1 >= a && same_at(P, s - left - 1, p)) {
+                    left++;
+                }
+                while (right < win - 1 && s + right + 1 + p < b && same_at(P, s + right + 1, p)) {
+                    right++;
+                }
+                if (left + 1 + right >= win) {
+                    P->out[r] = 1;
+                }
+            }
+            row_at[p] = r;
+        }
+    }
+}
+
+PyDoc_STRVAR(periodic_rows_doc,
+"periodic_rows(vals, ok, offsets, out)\n"
+"--\n\n"
+"Per row, whether it holds a run of content.periodic_tokens (datacheck.checks._flat.periodic_flat):\n"
+"sets out[r] to True for such rows (other items are left as they are).\n\n"
+"vals: 1-D contiguous buffer of an integer type (or bool), the rows' values in order; ok: None or a\n"
+"bool buffer of len(vals); offsets: int64 buffer of rows + 1 items, 0 first, non-decreasing, its\n"
+"last at most len(vals); out: writable bool buffer of rows items. Raises ValueError otherwise.");
+
+static PyObject *periodic_rows(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o_vals, *o_ok, *o_off, *o_out;
+    if (!PyArg_ParseTuple(args, "OOOO:periodic_rows", &o_vals, &o_ok, &o_off, &o_out)) {
+        return NULL;
+    }
+    arg_t vals, ok, offs, out;
+    memset(&vals, 0, sizeof(vals));
+    memset(&ok, 0, sizeof(ok));
+    memset(&offs, 0, sizeof(offs));
+    memset(&out, 0, sizeof(out));
+    PyObject *result = NULL;
+    if (get_arg(o_vals, &vals, "vals", 0, 0, 0) < 0 || get_arg(o_ok, &ok, "ok", 1, 1, 0) < 0 ||
+        get_arg(o_off, &offs, "offsets", 0, 0, 0) < 0 || get_arg(o_out, &out, "out", 0, 1, 1) < 0) {
+        goto done;
+    }
+    if (offs.kind != K_I64 || offs.len < 1) {
+        PyErr_SetString(PyExc_ValueError, "periodic_rows: offsets must be int64, rows + 1 items");
+        goto done;
+    }
+    if (ok.data && ok.len != vals.len) {
+        PyErr_SetString(PyExc_ValueError, "periodic_rows: ok must hold len(vals) items");
+        goto done;
+    }
+    if (out.len != offs.len - 1) {
+        PyErr_SetString(PyExc_ValueError, "periodic_rows: out must hold one item a row (len(offsets) - 1)");
+        goto done;
+    }
+    const int64_t *o = (const int64_t *)offs.data;
+    if (o[0] != 0 || o[offs.len - 1] > (int64_t)vals.len) {
+        PyErr_Format(PyExc_ValueError, "periodic_rows: offsets must start at 0 and end at most at len(vals) = %zd",
+                     vals.len);
+        goto done;
+    }
+    for (Py_ssize_t r = 0; r + 1 < offs.len; r++) {
+        if (o[r + 1] < o[r]) {
+            PyErr_Format(PyExc_ValueError, "periodic_rows: offsets decrease at row %zd", r);
+            goto done;
+        }
+    }
+    periodic_t P = {vals.data, vals.view.itemsize, (const uint8_t *)ok.data, o, offs.len - 1, (uint8_t *)out.data};
+    Py_BEGIN_ALLOW_THREADS
+    periodic_run(&P);
+    Py_END_ALLOW_THREADS
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    release(&vals);
+    release(&ok);
+    release(&offs);
+    release(&out);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"dense_scan", dense_scan, METH_VARARGS, dense_scan_doc},
+    {"periodic_rows", periodic_rows, METH_VARARGS, periodic_rows_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -200,3 +200,143 @@ def test_kernel_writes_only_the_segments_and_reads_no_gap():
     lab2 = np.array([1, 5], dtype=np.int64)
     got = kernel(ids, None, lab2, None, None, None, sup0, None, -100, False, (9,), None, None, [(2, 4, -2, 0)])
     assert np.frombuffer(got[1], np.int64).tolist() == [3]  # label 5 against id 2 at position 3
+
+
+@st.composite
+def periodic_buffers(draw):
+    """(vals, ok, offsets) of random rows (lengths about what a run of the drawn period needs), some
+    holding runs of that period one comparison short of, at or past the length that makes a row
+    periodic, placed anywhere, against a row's end or from a row's start (continuing into the next or
+    from the previous row); with ``ok``, sometimes one position inside a run not ok."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    dtype = draw(st.sampled_from([*INTS, "bool"]))
+    p = draw(st.integers(_flat.MIN_PERIOD, _flat.MAX_PERIOD))
+    win = (_flat.MIN_REPEATS - 1) * p  # comparisons of a run: W + p positions
+    lens = draw(st.lists(st.one_of(st.integers(0, 12), st.integers(win + p - 3, win + p + 3),
+                                   st.integers(0, 3 * (win + p))), min_size=1, max_size=10))
+    total = sum(lens)
+    vals = rng.integers(0, 3 if draw(st.booleans()) else 50, size=total)
+    offsets = np.zeros(len(lens) + 1, dtype=np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    holes = []
+    for _ in range(draw(st.integers(0, 4)) if total > 1 else 0):
+        q = p if draw(st.booleans()) else draw(st.integers(_flat.MIN_PERIOD, _flat.MAX_PERIOD))
+        length = (_flat.MIN_REPEATS - 1) * q + q + draw(st.integers(-1, 1))
+        edge = int(offsets[draw(st.integers(0, len(lens)))])
+        start = draw(st.sampled_from(["any", "end", "start"]))
+        a = {"any": int(rng.integers(0, total)), "end": edge - length + draw(st.integers(-1, 1)),
+             "start": edge + draw(st.integers(-1, 1))}[start]
+        a = min(max(a, 0), total - 1)
+        b = min(total, a + length)
+        vals[a:b] = np.resize(rng.integers(0, 50, size=q), b - a)
+        holes.append(int(rng.integers(a, b)))
+    vals = vals.astype(dtype)
+    ok = None
+    if draw(st.booleans()):
+        ok = rng.random(total) < draw(st.sampled_from([0.9, 0.999, 1.0]))
+        if holes and draw(st.booleans()):  # one null or padded position inside a planted run
+            ok[holes[draw(st.integers(0, len(holes) - 1))]] = False
+    return vals, ok, offsets
+
+
+@SETTINGS
+@given(buf=periodic_buffers(), block=st.sampled_from([64, 1 << 19]))
+def test_native_periodic_rows_equal_numpy(buf, block):
+    vals, ok, offsets = buf
+    assert _flat._periodic_takes(vals, ok, offsets)
+    with patch.object(_flat, "PERIODIC_BLOCK", block):  # numpy's blocks end anywhere against the kernel's
+        want = _flat._periodic_flat_numpy(vals, ok, offsets)
+    got = _flat.periodic_flat(vals, ok, offsets)
+    assert got.dtype == np.bool_ and got.tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("p", [1, 4, 13])
+def test_native_periodic_rows_across_the_kernels_block(p):
+    """Runs around the kernel's block end (1 << 19 positions), one position short or long enough."""
+    rng = np.random.default_rng(p)
+    width = 4096
+    rows = (1 << 20) // width
+    vals = rng.integers(0, 50_000, size=rows * width).astype(np.int32)
+    win = (_flat.MIN_REPEATS - 1) * p
+    for start, length in [((1 << 19) - win // 2, win + p), ((1 << 19) + 3 * width - win // 2, win + p - 1),
+                          (5 * width - 7, win + p), (9 * width - win - p, win + p)]:
+        vals[start:start + length] = np.resize(np.arange(100_000, 100_000 + p), length)
+    offsets = np.arange(rows + 1, dtype=np.int64) * width
+    want = _flat._periodic_flat_numpy(vals, None, offsets)
+    assert 1 <= want.sum() < rows
+    assert _flat.periodic_flat(vals, None, offsets).tolist() == want.tolist()
+
+
+def test_periodic_buffers_the_kernel_does_not_take_go_to_numpy():
+    vals = np.zeros(70, dtype=np.uint64)
+    offsets = np.array([0, 70], dtype=np.int64)
+    assert not _flat._periodic_takes(vals, None, offsets)
+    assert not _flat._periodic_takes(vals.astype(np.int32), None, offsets.astype(np.int32))
+    assert not _flat._periodic_takes(vals.astype(np.int32), None, np.array([1, 70], dtype=np.int64))
+    assert _flat.periodic_flat(vals, None, offsets).tolist() == [True]
+
+
+@pytest.mark.parametrize("args, match", [
+    ((np.zeros(5, np.int32), None, np.array([0, 6], np.int64), np.zeros(1, bool)), "end at most"),
+    ((np.zeros(5, np.int32), None, np.array([1, 5], np.int64), np.zeros(1, bool)), "start at 0"),
+    ((np.zeros(5, np.int32), None, np.array([0, 3, 2, 5], np.int64), np.zeros(3, bool)), "decrease"),
+    ((np.zeros(5, np.int32), None, np.array([0, 5], np.int32), np.zeros(1, bool)), "int64"),
+    ((np.zeros(5, np.int32), None, np.zeros(0, np.int64), np.zeros(0, bool)), "int64"),
+    ((np.zeros(5, np.int32), np.ones(4, bool), np.array([0, 5], np.int64), np.zeros(1, bool)), "ok"),
+    ((np.zeros(5, np.int32), None, np.array([0, 5], np.int64), np.zeros(2, bool)), "out"),
+    ((np.zeros(5, np.float32), None, np.array([0, 5], np.int64), np.zeros(1, bool)), "unsupported"),
+    ((np.zeros(10, np.int32)[::2], None, np.array([0, 5], np.int64), np.zeros(1, bool)), "contiguous"),
+])
+def test_periodic_kernel_rejects_buffers_it_cannot_read(args, match):
+    with pytest.raises(ValueError, match=match):
+        native.scan.periodic_rows(*args)
+
+
+def _rows_with_run(p: int, shift: int, length_delta: int, hole: str | None, width: int = 0):
+    """Two rows of ``width`` (40p by default) positions; a run of period ``p`` of ``(MIN_REPEATS - 1) p + length_delta``
+    comparisons inside row 0 ending ``shift`` positions before its end, continuing one position into
+    row 1 (whose first id repeats the pattern); ``hole``: a position of the run not ok."""
+    width = width or 40 * p
+    win = (_flat.MIN_REPEATS - 1) * p
+    vals = np.arange(10_000, 10_000 + 2 * width, dtype=np.int64)  # no repeat anywhere
+    n_pos = win + length_delta + p  # positions of the run inside row 0
+    a = width - shift - n_pos
+    vals[a:width + 1] = np.resize(np.arange(p), width + 1 - a)
+    if shift:  # the run stops before the row's end
+        vals[width - shift:width + 1] = np.arange(50_000, 50_000 + shift + 1)
+    ok = None
+    if hole is not None:
+        ok = np.ones(2 * width, dtype=bool)
+        ok[{"first": a, "last": width - shift - 1}[hole]] = False
+    return vals, ok, np.array([0, width, 2 * width], dtype=np.int64)
+
+
+@pytest.mark.parametrize("p", [1, 2, 13])
+@pytest.mark.parametrize("shift, length_delta, hole, want", [
+    (0, 0, None, True),       # W comparisons ending at the row's end
+    (0, -1, None, False),     # W - 1 inside the row; the one across the row's end does not count
+    (3, 0, None, True),
+    (3, -1, None, False),
+    (0, 0, "first", False),   # the run's first position not ok: W - 1 comparisons left
+    (0, 1, "first", True),
+    (0, 0, "last", False),    # the run's last position not ok (it is j + p of the last comparison)
+    (0, 1, "last", True),
+])
+def test_periodic_rows_at_a_rows_end(p, shift, length_delta, hole, want):
+    vals, ok, offsets = _rows_with_run(p, shift, length_delta, hole)
+    assert _flat._periodic_flat_numpy(vals, ok, offsets).tolist() == [want, False]
+    assert _flat.periodic_flat(vals, ok, offsets).tolist() == [want, False]
+    # the same run read from the next row's start: row 1's ids reversed into row 0's place
+    rev, rev_ok = vals[::-1].copy(), None if ok is None else ok[::-1].copy()
+    assert _flat._periodic_flat_numpy(rev, rev_ok, offsets).tolist() == [False, want]
+    assert _flat.periodic_flat(rev, rev_ok, offsets).tolist() == [False, want]
+
+
+@pytest.mark.parametrize("p", [1, 2, 13])
+@pytest.mark.parametrize("length_delta, want", [(0, True), (-1, False)])
+def test_periodic_rows_of_the_shortest_length(p, length_delta, want):
+    """Rows of MIN_REPEATS * p positions: the sample at position W = (MIN_REPEATS - 1) p of row 0 is
+    compared with the next row's first id (which repeats the pattern), a comparison that never counts."""
+    vals, ok, offsets = _rows_with_run(p, 0, length_delta, None, width=_flat.MIN_REPEATS * p)
+    assert _flat._periodic_flat_numpy(vals, ok, offsets).tolist() == [want, False]
+    assert _flat.periodic_flat(vals, ok, offsets).tolist() == [want, False]
