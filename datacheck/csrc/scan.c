@@ -704,12 +704,14 @@ done:
  * consecutive positions j of the row (j + p in the row) have vals[j] == vals[j + p] and, with ok,
  * ok[j] and ok[j + p]. Any W consecutive positions hold one multiple of W, so only the samples
  * s = kW are compared first (blocks of PERIODIC_BLOCK positions, every period while a block is in the
- * cache); around each true one the run is measured in its row, at most W - 1 positions each way. */
+ * cache: 64 Ki int32 ids are 256 KiB; 1 << 15, 16 and 19 cost the same on an f100 shard, 0.8 ms against
+ * 1.8 by numpy); around each true one the run is measured in its row, at most W - 1 positions each way.
+ * The result is numpy's: a row is marked exactly when it holds such a run, whatever the blocks. */
 
 #define MIN_PERIOD 1
 #define MAX_PERIOD 13
 #define MIN_REPEATS 32
-#define PERIODIC_BLOCK ((int64_t)1 << 19)
+#define PERIODIC_BLOCK ((int64_t)1 << 16)
 
 typedef struct {
     const char *vals;
