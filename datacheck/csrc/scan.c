@@ -24,15 +24,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* x86-64: the block pass is compiled twice, for AVX2 (64-bit integer comparisons in vectors) and for
- * the baseline (SSE2 has none: its loops stay scalar); the loader picks one at run time (ifunc) */
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__has_attribute)
-#if __has_attribute(target_clones) && defined(__linux__)
+/* x86-64 Linux with glibc (ifunc): the block passes are compiled twice, for AVX2 (64-bit integer
+ * comparisons in vectors) and for the baseline (SSE2 has none: those loops stay scalar); the loader
+ * picks one at run time. Elsewhere (musl, macOS, Windows, other CPUs) or with -DDC_NO_CLONES: once. */
+#if !defined(DC_NO_CLONES) && defined(__x86_64__) && defined(__GNUC__) && defined(__linux__) && \
+    defined(__GLIBC__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
 #define DC_CLONES __attribute__((target_clones("avx2", "default")))
 #endif
 #endif
-#ifndef DC_CLONES
+#ifndef DC_CLONES /* kept out of line: GCC vectorizes over restrict parameters, not once inlined */
+#if defined(__GNUC__)
+#define DC_CLONES __attribute__((noinline))
+#else
 #define DC_CLONES
+#endif
+#endif
+#if defined(_MSC_VER) && !defined(restrict)
+#define restrict __restrict
 #endif
 
 /* positions of one block: 2 KiB of flags, 16 KiB of int64 ids and labels each */
@@ -292,6 +301,7 @@ typedef struct {
     int has_pad, has_bound, shifted;
     int lab32, ids32; /* the block pass reads the labels / ids as int32 (their type and the constants fit it) */
     int consts32;     /* ign and bound fit int32 */
+    int idconsts32;   /* pad and the first four wanted ids fit int32 */
     int64_t *wanted;
     Py_ssize_t n_wanted;
     seg_t *segs;
@@ -370,9 +380,18 @@ static int block(job_t *J, scratch_t *S, Py_ssize_t c0, Py_ssize_t m, int64_t sl
     Py_ssize_t j;
     /* ids at [c0, c0 + mi): with the shifted convention, the id after the block's last position too */
     const Py_ssize_t mi = (J->shifted && c0 + m < n) ? m + 1 : m;
-    const void *I = J->ids32 ? (const void *)as32(&J->ids, c0, mi, S->ids32) : (const void *)as64(&J->ids, c0, mi, S->ids);
-    /* int64 labels of a block that all fit int32 (token ids, -100) are compared as int32: twice the
-     * lanes of a vector, and no int64 result to narrow to a byte */
+    /* int64 ids (and labels) of a block that all fit int32 are compared as int32 (token ids, -100):
+     * twice the lanes of a vector, and no int64 result to narrow to a byte (SSE2 has no 64-bit compare) */
+    int ids32 = J->ids32;
+    const void *I;
+    if (ids32) {
+        I = as32(&J->ids, c0, mi, S->ids32);
+    } else if (J->ids.kind == K_I64 && J->idconsts32 && narrow64((const int64_t *)J->ids.data + c0, mi, S->ids32)) {
+        I = S->ids32;
+        ids32 = 1;
+    } else {
+        I = as64(&J->ids, c0, mi, S->ids);
+    }
     int lab32 = J->lab32;
     const void *L;
     if (lab32) {
@@ -409,7 +428,7 @@ static int block(job_t *J, scratch_t *S, Py_ssize_t c0, Py_ssize_t m, int64_t sl
     }
     /* the positions whose off rule reads ids[k + 1]: with the shifted convention, all but the buffers' last */
     const Py_ssize_t last = (!J->shifted || c0 + m < n) ? m : m - 1;
-    PASS1_OF[lab32][J->ids32][J->shifted ? 1 : 0][NW_AT[nw]](L, I, LOK, IOK, R, Z, sup, F, last, ign, bound, pad,
+    PASS1_OF[lab32][ids32][J->shifted ? 1 : 0][NW_AT[nw]](L, I, LOK, IOK, R, Z, sup, F, last, ign, bound, pad,
                                                                  b_on, p_on, W);
     j = last;
     for (; j < m; j++) { /* the buffers' last position, shifted: no off rule */
@@ -603,10 +622,11 @@ static PyObject *dense_scan(PyObject *self, PyObject *args) {
     }
     J.consts32 = fits32(J.ign) && (!J.has_bound || fits32(J.bound));
     J.lab32 = narrow(J.lab.kind) && J.consts32;
-    J.ids32 = narrow(J.ids.kind) && (!J.has_pad || fits32(J.pad));
+    J.idconsts32 = !J.has_pad || fits32(J.pad);
     for (Py_ssize_t w = 0; w < J.n_wanted && w < 4; w++) {
-        J.ids32 = J.ids32 && fits32(J.wanted[w]);
+        J.idconsts32 = J.idconsts32 && fits32(J.wanted[w]);
     }
+    J.ids32 = narrow(J.ids.kind) && J.idconsts32;
     segs_seq = PySequence_Fast(o_segs, "dense_scan: segs must be a sequence of (start, end, lab_shift, att_shift)");
     if (segs_seq == NULL) {
         goto done;

@@ -28,12 +28,12 @@ BLOCK = 2048
 SETTINGS = settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-def _values(rng: np.random.Generator, n: int, dtype: str, pool: list[int]) -> np.ndarray:
-    """``n`` values of ``dtype``, most from ``pool`` (wrapped into the type), some at random."""
+def _values(rng: np.random.Generator, n: int, dtype: str, pool: list[int], wild: float = 0.1) -> np.ndarray:
+    """``n`` values of ``dtype``, from ``pool`` (wrapped into the type) but a fraction ``wild`` at random."""
     out = rng.choice(np.array(pool, dtype=np.int64), size=n).astype(dtype)
     info = np.iinfo(dtype) if dtype != "bool" else None
     if info is not None and n:
-        wild = rng.random(n) < 0.1
+        wild = rng.random(n) < wild
         out[wild] = rng.integers(info.min, info.max, size=int(wild.sum()), endpoint=True, dtype=dtype)
     return out
 
@@ -44,14 +44,20 @@ def scans(draw):
     seed = draw(st.integers(0, 2**32 - 1))
     rng = np.random.default_rng(seed)
     n = draw(st.one_of(st.integers(0, 40), st.integers(BLOCK - 3, BLOCK + 3), st.integers(0, 3 * BLOCK + 5)))
-    ign = draw(st.sampled_from([-100, 0, 3, 255]))
-    pad = draw(st.sampled_from([None, 7, 2]))
-    wanted = tuple(draw(st.lists(st.sampled_from([2, 5, 7, 9, 300, -1, 3, 0]), max_size=draw(st.sampled_from([3, 6])),
+    # constants and values beyond int32 that equal a small one in their low 32 bits (2**32 + 7 is 7
+    # to an int32 cut): the kernel compares int64 buffers as int32 only where every value fits
+    big = 2**32
+    ign = draw(st.sampled_from([-100, 0, 3, 255, big - 100]))
+    pad = draw(st.sampled_from([None, 7, 2, big + 7]))
+    wanted = tuple(draw(st.lists(st.sampled_from([2, 5, 7, 9, 300, -1, 3, 0, big + 2]),
+                                 max_size=draw(st.sampled_from([3, 6])),
                                  unique=True)))  # 0..3 ids; more: the kernel's loop past its fourth
     if pad is not None and draw(st.booleans()):
         wanted = (pad,)  # GPT-2 style: the pad id is the eos id, the only wanted one
-    bound = draw(st.sampled_from([None, 6, 0, -5, 127, 200, 40000, 2**40]))
+    bound = draw(st.sampled_from([None, 6, 0, -5, 127, 200, 40000, 2**40, big + 6]))
     pool = [0, 1, 2, 3, 5, 7, 9, 300, -1, -100, 255, 6, 127, 128]
+    if draw(st.booleans()):
+        pool += [big + 7, big + 2, big - 100, -big - 100, big + 6]
     ids_t, lab_t = draw(st.sampled_from(INTS)), draw(st.sampled_from(INTS))
     att_t = draw(st.sampled_from([None, *MASKS]))
     shifted = draw(st.booleans())
@@ -65,8 +71,9 @@ def scans(draw):
         n_lab, n_att = n + draw(st.integers(0, 5)), n + draw(st.integers(0, 5))
         segs = [(a, b, int(rng.integers(-a, n_lab - b, endpoint=True)), int(rng.integers(-a, n_att - b, endpoint=True)))
                 for a, b in pairs]
-    ids = _values(rng, n, ids_t, pool)
-    lab = _values(rng, n_lab, lab_t, pool)
+    wild = draw(st.sampled_from([0.0, 0.0, 0.1]))  # none: int64 blocks whose every value fits int32
+    ids = _values(rng, n, ids_t, pool, wild)
+    lab = _values(rng, n_lab, lab_t, pool, wild)
     if n_lab and draw(st.booleans()):  # labels mostly copies of the ids (either convention)
         src = np.resize(ids.astype(np.int64), n_lab) if n else np.zeros(n_lab, np.int64)
         copy = rng.random(n_lab) < 0.8
@@ -340,3 +347,27 @@ def test_periodic_rows_of_the_shortest_length(p, length_delta, want):
     vals, ok, offsets = _rows_with_run(p, 0, length_delta, None, width=_flat.MIN_REPEATS * p)
     assert _flat._periodic_flat_numpy(vals, ok, offsets).tolist() == [want, False]
     assert _flat.periodic_flat(vals, ok, offsets).tolist() == [want, False]
+
+
+@pytest.mark.parametrize("lab_t", ["int64", "int32", "uint32"])
+@pytest.mark.parametrize("ids_t", ["int64", "int32", "uint32"])
+def test_constants_beyond_int32_against_buffers_that_fit_it(lab_t, ids_t):
+    """ign, pad, a wanted id and the bound 2**32 above small values: no label or id equals them (an
+    int32 cut of the constants would make -100, 7 and 2 equal); the values are computed here."""
+    big = 2**32
+    ids = np.array([7, 2, 7, 5, 2, 9], dtype=ids_t)
+    lab = np.array([-100, 7, 2, 5, 6, -100], dtype=np.int64).astype(lab_t)  # -100 wraps in uint32
+    att = np.array([1, 1, 0, 0, 1, 1], dtype=np.int8)
+    args = (ids, None, lab, None, att, None, big - 100, False, (big + 2,), big + 7, big + 6)
+    sup0, real, at = _flat._dense_scan_native(*args)
+    lv, iv, av = lab.astype(np.int64).tolist(), ids.astype(np.int64).tolist(), att.tolist()
+    sup = [v != big - 100 for v in lv]  # uint32 labels: -100 wrapped is 2**32 - 100, the ign
+    assert sup0.tolist() == sup
+    assert real.tolist() == [a == 1 for a in av]
+    assert at["hits"].tolist() == []
+    assert at["pad_id"].tolist() == [k for k in range(6) if av[k] == 0 and iv[k] != big + 7] == [2, 3]
+    assert at["pad_label"].tolist() == [k for k in range(6) if av[k] == 0 and sup[k]]
+    assert at["off"].tolist() == [k for k in range(6) if sup[k] and lv[k] != iv[k]]
+    assert at["neg"].tolist() == [k for k in range(6) if sup[k] and lv[k] < 0]
+    assert at["high"].tolist() == [k for k in range(6) if sup[k] and lv[k] >= big + 6]
+    _same(_flat._dense_scan_numpy(*args), (sup0, real, at))
