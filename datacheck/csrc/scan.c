@@ -4,20 +4,24 @@
  * and the fallback; the property tests of tests/unit/checks/test_flat_native.py compare the two) in
  * one pass over the flat buffers, by blocks of BLOCK positions held in the CPU cache:
  *
- *   1. branch-free loops over the block (vectorized by the compiler): sup0 and real written into
- *      the caller's arrays, and one flag byte per position, set when the position may belong to one
- *      of the six lists (a hit, or one of the rare kinds);
+ *   1. one branch-free loop over the block (vectorized by the compiler; pass1): sup0 and real
+ *      written into the caller's arrays, and one flag byte per position: bit 0 the position is a
+ *      hit (exact), bit 1 it may belong to one of the rare lists (off, pad_id, pad_label, neg, high);
  *   2. the flagged positions (8 flag bytes read at a time; none on clean data but the hits) are
- *      looked at one by one: each list's condition is evaluated exactly and the position appended
- *      to the lists whose condition holds, so each list is ascending.
+ *      looked at one by one: a hit is appended, and at bit 1 each rare list's condition is evaluated
+ *      exactly on the buffers' own values, so each list is ascending and exact.
  *
- * Every value is compared as a 64-bit signed integer: the kernel takes the integer types int8..int64
- * and uint8..uint32 (bool too for masks), each of which int64 holds, and constants that fit int64,
- * so every comparison is numpy's (NumPy >= 2 compares integers with Python ints exactly). Buffers
- * whose type is not int64 are converted block by block into int64 scratch arrays.
+ * Values: the kernel takes the integer types int8..int64 and uint8..uint32 (bool too for masks),
+ * each of which int64 holds, and constants that fit int64, so a comparison made in int64 is numpy's
+ * (NumPy >= 2 compares integers with Python ints exactly). Pass 1 reads a buffer as int32 where that
+ * is exact: its type fits int32 and so do the constants it is compared with, or it is int64 and every
+ * value of the block fits int32 (narrow64: token ids and -100); else as int64 (converted block by
+ * block into scratch arrays where the type is another). Pass 2 reads the buffers' own values.
  *
- * The GIL is released around the pass; every buffer's type, dimension, contiguity and length is
- * checked against the segments before it, so no element outside a buffer is ever read. */
+ * periodic_rows: datacheck.checks._flat.periodic_flat (see there, and below).
+ *
+ * The GIL is released around each pass; every buffer's type, dimension, contiguity and length is
+ * checked against the segments (offsets) before it, so no element outside a buffer is ever read. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
