@@ -235,7 +235,7 @@ def by_chunks(inputs: list[pl.Series], fn: Callable[[list[pl.Series]], pl.Series
     return fn([s.rechunk() for s in inputs])
 
 
-#: elements of the flat buffers one step of :func:`_dense_scan` works on: the label and id slices
+#: elements of the flat buffers one step of :func:`_dense_scan_numpy` works on: the label and id slices
 #: (int64: 512 KiB) and the masks made from them stay in the CPU cache between the comparisons of
 #: one step, where whole-buffer comparisons read the labels from memory once per comparison (on
 #: 19,528 x 256 rows with int64 labels and int32 ids: 15.7 ms by steps of 65,536, 27.5 ms whole)
@@ -477,7 +477,7 @@ def _shift_at(segs: list[tuple[int, int, int, int]], idx: np.ndarray, field: int
 
 #: at most this many window cells (candidates x window width) are held at once by :func:`periodic_flat`
 _CELLS = 1 << 22
-#: positions of the flat buffers :func:`periodic_flat` samples for every period while they are in the
+#: positions of the flat buffers :func:`_periodic_flat_numpy` samples for every period while they are in the
 #: CPU cache (512 Ki: 2 MiB of int32 ids and their 512 KiB of flags), where sampling the whole buffer
 #: once per period read its cache lines from memory 13 times: on 10,000 x 1,024 int32 ids 5.3 ms
 #: against 9.3 (65,536: 11.3 ms, the numpy calls' own cost; 1 Mi: 6.7 ms; the 2-core development machine)
