@@ -18,6 +18,14 @@ Null elements follow the view's rules exactly (a null never matches, a null labe
 supervised); rows left out of the view (``FlatView.row_ok`` false: list lengths differ, mask not
 binary) count 0. Equality with the view's expressions is held by the property tests
 (``tests/unit/checks/test_flat.py``, references in ``tests/helpers/refs.py``).
+
+The dense comparisons over the whole buffers (:func:`_dense_scan`: the supervised labels, the real
+positions, the positions of the wanted ids and of the rare kinds: convention breaks, padding
+leaks, labels out of range) run in the compiled kernel ``datacheck._scan.dense_scan``
+(``datacheck/csrc/scan.c``, built at install; :mod:`datacheck.io.native`) when it is built and
+takes the buffers' types, else in numpy (:func:`_dense_scan_numpy`, the kernel's reference: the
+property tests of ``tests/unit/checks/test_flat_native.py`` compare the two). Everything after the
+scan (rows, counts, the rules over the few listed positions) is numpy either way.
 """
 from __future__ import annotations
 
@@ -29,6 +37,7 @@ import polars as pl
 import pyarrow as pa
 
 from datacheck.checks.registry import shared_column, shared_pass
+from datacheck.io import native
 
 __all__ = ["POSITION_COUNTS", "position_counts", "flat_ints", "fast_dtype", "by_chunks", "positions_not_reset",
            "periodic_flat", "periodic_runs", "MIN_PERIOD", "MAX_PERIOD", "MIN_REPEATS"]
@@ -226,7 +235,7 @@ def by_chunks(inputs: list[pl.Series], fn: Callable[[list[pl.Series]], pl.Series
     return fn([s.rechunk() for s in inputs])
 
 
-#: elements of the flat buffers one step of :func:`_dense_scan` works on: the label and id slices
+#: elements of the flat buffers one step of :func:`_dense_scan_numpy` works on: the label and id slices
 #: (int64: 512 KiB) and the masks made from them stay in the CPU cache between the comparisons of
 #: one step, where whole-buffer comparisons read the labels from memory once per comparison (on
 #: 19,528 x 256 rows with int64 labels and int32 ids: 15.7 ms by steps of 65,536, 27.5 ms whole)
@@ -266,7 +275,73 @@ def _dense_scan(ids: np.ndarray, ids_ok: np.ndarray | None, lab: np.ndarray, lab
     scanned with, for each, the shift of the labels' and the mask's buffers (position ``k`` is
     ``lab[k + lab_shift]``, ``att[k + att_shift]``; :class:`_Aligned`); None: every position, no
     shift. ``sup0`` and ``real`` are False at positions outside the ranges, and no position there is
-    listed."""
+    listed.
+
+    The compiled kernel ``datacheck._scan.dense_scan`` (``datacheck/csrc/scan.c``,
+    :mod:`datacheck.io.native`) computes exactly these arrays and lists (same values, dtypes and
+    order) in one pass over the buffers, by blocks of 2,048 positions in the CPU cache (branch-free
+    comparisons flag the positions, then each flagged one is sorted into its lists), the GIL released,
+    when it is built and takes the arguments (:func:`_native_takes`); else :func:`_dense_scan_numpy`,
+    its reference, does (on an ``f100`` shard 1.8 against 3.7 CPU ms: docs/benchmarks.md). Raises
+    ValueError (the kernel) when a buffer's type, layout or length does not hold the segments."""
+    if native.scan is not None and _native_takes(ids, ids_ok, lab, lab_ok, att, att_ok, ign, wanted, pad, bound):
+        return _dense_scan_native(ids, ids_ok, lab, lab_ok, att, att_ok, ign, shifted, wanted, pad, bound, segs)
+    return _dense_scan_numpy(ids, ids_ok, lab, lab_ok, att, att_ok, ign, shifted, wanted, pad, bound, segs)
+
+
+#: the names of the position lists of :func:`_dense_scan`, in the order the kernel returns them
+SCAN_LISTS = ("hits", "off", "pad_id", "pad_label", "neg", "high")
+_I64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _native_takes(ids: np.ndarray, ids_ok: np.ndarray | None, lab: np.ndarray, lab_ok: np.ndarray | None,
+                  att: np.ndarray | None, att_ok: np.ndarray | None, ign: int, wanted: tuple[int, ...],
+                  pad: int | None, bound: int | None) -> bool:
+    """The compiled ``dense_scan`` takes these arguments: ids and labels of int8..int64 or
+    uint8..uint32, a mask of those or bool, bool validity arrays, every array 1-D, C-contiguous and
+    in the machine's byte order, and integer constants that fit int64 (each comparison, made in int64
+    by the kernel, is then numpy's: NumPy >= 2 compares integer arrays with Python ints exactly)."""
+    if getattr(native.scan, "dense_scan", None) is None:
+        return False
+    for x, kinds in ((ids, "iu"), (lab, "iu"), (att, "iub"), (ids_ok, "b"), (lab_ok, "b"), (att_ok, "b")):
+        if x is None:
+            continue
+        dt = x.dtype
+        if (dt.kind not in kinds or not dt.isnative or (dt.kind == "u" and dt.itemsize > 4) or x.ndim != 1
+                or not x.flags.c_contiguous):
+            return False
+    consts = (ign, *wanted, *(() if pad is None else (pad,)), *(() if bound is None else (bound,)))
+    return all(_I64[0] <= int(c) <= _I64[1] for c in consts)
+
+
+def _dense_scan_native(ids: np.ndarray, ids_ok: np.ndarray | None, lab: np.ndarray, lab_ok: np.ndarray | None,
+                       att: np.ndarray | None, att_ok: np.ndarray | None, ign: int, shifted: bool,
+                       wanted: tuple[int, ...], pad: int | None = None, bound: int | None = None,
+                       segs: list[tuple[int, int, int, int]] | None = None
+                       ) -> tuple[np.ndarray, np.ndarray | None, dict[str, np.ndarray]]:
+    """:func:`_dense_scan` by the compiled kernel (arguments :func:`_native_takes` accepts; ValueError
+    from the kernel when the buffers do not hold the segments, RuntimeError when it is not built)."""
+    kernel = getattr(native.scan, "dense_scan", None)
+    if kernel is None:
+        raise RuntimeError("datacheck._scan.dense_scan is not built (datacheck/io/native.py)")
+    n = len(ids)
+    if segs is None:
+        segs = [(0, n, 0, 0)] if n else []
+    covered = sum(b - a for a, b, _, _ in segs) == n
+    sup0 = (np.empty if covered else np.zeros)(n, dtype=bool)
+    real = (np.empty if covered else np.zeros)(n, dtype=bool) if att is not None else None
+    got = kernel(ids, ids_ok, lab, lab_ok, att, att_ok, sup0, real, int(ign), bool(shifted),
+                 tuple(int(w) for w in wanted), None if pad is None else int(pad),
+                 None if bound is None else int(bound), [tuple(int(v) for v in g) for g in segs])
+    return sup0, real, {name: np.frombuffer(b, dtype=np.int64) for name, b in zip(SCAN_LISTS, got)}
+
+
+def _dense_scan_numpy(ids: np.ndarray, ids_ok: np.ndarray | None, lab: np.ndarray, lab_ok: np.ndarray | None,
+                      att: np.ndarray | None, att_ok: np.ndarray | None, ign: int, shifted: bool,
+                      wanted: tuple[int, ...], pad: int | None = None, bound: int | None = None,
+                      segs: list[tuple[int, int, int, int]] | None = None
+                      ) -> tuple[np.ndarray, np.ndarray | None, dict[str, np.ndarray]]:
+    """:func:`_dense_scan` by numpy: the reference of the compiled kernel, and its fallback."""
     n = len(ids)
     if segs is None:
         segs = [(0, n, 0, 0)] if n else []
@@ -402,7 +477,7 @@ def _shift_at(segs: list[tuple[int, int, int, int]], idx: np.ndarray, field: int
 
 #: at most this many window cells (candidates x window width) are held at once by :func:`periodic_flat`
 _CELLS = 1 << 22
-#: positions of the flat buffers :func:`periodic_flat` samples for every period while they are in the
+#: positions of the flat buffers :func:`_periodic_flat_numpy` samples for every period while they are in the
 #: CPU cache (512 Ki: 2 MiB of int32 ids and their 512 KiB of flags), where sampling the whole buffer
 #: once per period read its cache lines from memory 13 times: on 10,000 x 1,024 int32 ids 5.3 ms
 #: against 9.3 (65,536: 11.3 ms, the numpy calls' own cost; 1 Mi: 6.7 ms; the 2-core development machine)
@@ -423,7 +498,36 @@ def periodic_flat(vals: np.ndarray, ok: np.ndarray | None, offsets: np.ndarray) 
     while a block is in the cache; around each true one, the ``2L - 1`` positions centred on it give
     the exact length of its run. On ordinary tokens almost no sample matches, so the cost is a few
     strided comparisons per period; on degenerate data (every sample true) it is about ``2N``
-    comparisons per period."""
+    comparisons per period.
+
+    The compiled kernel ``datacheck._scan.periodic_rows`` (``datacheck/csrc/scan.c``) runs the same
+    algorithm (the samples, then the run around each true one, measured in its row) when it is built
+    and takes the buffers (integer ``vals`` of a type other than uint64, bool ``ok``, int64
+    ``offsets`` from 0, all contiguous); else :func:`_periodic_flat_numpy`, its reference, does."""
+    kernel = getattr(native.scan, "periodic_rows", None)
+    if kernel is not None and _periodic_takes(vals, ok, offsets):
+        out = np.zeros(len(offsets) - 1, dtype=bool)
+        kernel(vals, ok, offsets, out)
+        return out
+    return _periodic_flat_numpy(vals, ok, offsets)
+
+
+def _periodic_takes(vals: np.ndarray, ok: np.ndarray | None, offsets: np.ndarray) -> bool:
+    """``datacheck._scan.periodic_rows`` takes these buffers (see :func:`periodic_flat`)."""
+    for x, kinds in ((vals, "iub"), (ok, "b"), (offsets, "i")):
+        if x is None:
+            continue
+        dt = x.dtype
+        if dt.kind not in kinds or not dt.isnative or x.ndim != 1 or not x.flags.c_contiguous:
+            return False
+    return (not (vals.dtype.kind == "u" and vals.dtype.itemsize > 4) and offsets.dtype.itemsize == 8
+            and len(offsets) > 0 and int(offsets[0]) == 0 and int(offsets[-1]) <= len(vals)
+            and (ok is None or len(ok) == len(vals)))
+
+
+def _periodic_flat_numpy(vals: np.ndarray, ok: np.ndarray | None, offsets: np.ndarray) -> np.ndarray:
+    """:func:`periodic_flat` by numpy: the reference of the compiled kernel, and its fallback."""
+
     n = len(offsets) - 1
     out = np.zeros(n, dtype=bool)
     total = int(offsets[-1])

@@ -131,7 +131,7 @@ def periodic_rows(ids: pl.Series, mask: pl.Series | None = None, pad: int | None
     (``j + p`` in the row, both ids not null, and with ``mask`` (list of int, same lengths; 1 = real
     token) both positions real; without ``mask``, with ``pad`` not None, both ids other than ``pad``:
     padding stored without its mask). Null rows are False. The rows' flat buffers through
-    :func:`~datacheck.checks._flat.periodic_flat` (one numpy pass, no loop over rows). Exact: equals
+    :func:`~datacheck.checks._flat.periodic_flat` (one pass, no loop over rows: in C where built). Exact: equals
     the rolling-window definition of the check (tests/unit/checks/test_content.py)."""
     n = ids.len()
     if n == 0:
