@@ -876,7 +876,7 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__scan(void) {
     PyObject *m = PyModule_Create(&module);
-    if (m != NULL && PyModule_AddIntConstant(m, "ABI", 1) < 0) {
+    if (m != NULL && PyModule_AddIntConstant(m, "ABI", 2) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -23,7 +23,7 @@ __all__ = ["scan", "rowhash", "enabled", "built"]
 
 #: the ``ABI`` constant each module must carry (a module built from older sources is not used):
 #: ``_rowhash`` 2 from its first kernels (``list_digests``, ``fixed_rows``; 1 was the empty skeleton)
-ABI = {"_scan": 1, "_rowhash": 2}
+ABI = {"_scan": 2, "_rowhash": 2}
 
 
 def _load(name: str) -> ModuleType | None:

@@ -28,11 +28,10 @@ def test_datacheck_native_0_takes_the_numpy_paths():
 
 
 def test_a_module_built_from_older_sources_is_not_used(monkeypatch):
-    # a datacheck/_rowhash*.so left from the skeleton (ABI 1, no kernels) by an earlier in-place
-    # build: the callers take their numpy path rather than call a kernel it lacks
+    # a datacheck/_rowhash*.so or _scan*.so left from the skeleton (ABI 1, no kernels) by an earlier
+    # in-place build: the callers take their numpy path rather than call a kernel it lacks
     stale = types.SimpleNamespace(ABI=1)
     monkeypatch.setattr(native.importlib, "import_module", lambda name: stale)
-    assert native._load("_rowhash") is None
+    assert native._load("_rowhash") is None and native._load("_scan") is None
     stale.ABI = 2
-    assert native._load("_rowhash") is stale
-    assert native._load("_scan") is None  # _scan is still at ABI 1
+    assert native._load("_rowhash") is stale and native._load("_scan") is stale
