@@ -4,8 +4,8 @@ validator (pydantic) or polars."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from datacheck.io.stores import is_url
 from datacheck.model.constants import DEFAULT_CONFIG_NAME

@@ -52,15 +52,19 @@ import stat
 import struct
 import sys
 import time
+from collections.abc import Iterable
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any, Iterable, NamedTuple
 
 import xxhash
 
 from datacheck._version import __version__
 from datacheck.io.hashing import hash_file, iter_file_hashes
 from datacheck.io.outputs import replace_file
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on a cached rerun's path (3 ms)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["MEMO_LAYOUT", "SETTLE_NS", "MAX_EXTERNAL_FILES", "Snapshot", "Hit", "code_fingerprint", "code_memo_dir",
            "tree_fingerprint", "remember_tree_fingerprint",
@@ -474,16 +478,33 @@ def created_at_of(seconds: float) -> str:
     return f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}T{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}+00:00"
 
 
-class Hit(NamedTuple):
+class Hit:
     """What a memo record gives back: the report's JSON text with a new ``created_at``, what the
     audit printed on stdout (``created_at`` made anew there too where it was printed), where the
-    report was stored, and the exit code."""
+    report was stored, the exit code, and what it printed on stderr. A plain class (equal when every
+    field is): a ``NamedTuple`` is built by ``typing`` and ``eval`` at import, 1-2 ms of a cached rerun."""
 
-    report_text: str
-    stdout: str
-    stored: str
-    exit_code: int
-    stderr: str = ""
+    __slots__ = ("report_text", "stdout", "stored", "exit_code", "stderr")
+
+    def __init__(self, report_text: str, stdout: str, stored: str, exit_code: int, stderr: str = ""):
+        self.report_text = report_text
+        self.stdout = stdout
+        self.stored = stored
+        self.exit_code = exit_code
+        self.stderr = stderr
+
+    def _fields(self) -> tuple[str, str, str, int, str]:
+        return (self.report_text, self.stdout, self.stored, self.exit_code, self.stderr)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Hit) and self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return (f"Hit(report_text=<{len(self.report_text)} chars>, stdout=<{len(self.stdout)} chars>, "
+                f"stored={self.stored!r}, exit_code={self.exit_code!r}, stderr={self.stderr!r})")
 
 
 def _encode(header: dict[str, Any], blobs: list[bytes]) -> bytes:

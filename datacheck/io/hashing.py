@@ -10,6 +10,7 @@ internal row hash (those change between versions).
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import stat
 import threading
@@ -28,13 +29,39 @@ __all__ = ["hash_file", "hash_files", "hash_bytes", "index_hash", "file_state", 
 _CHUNK = 1 << 20
 
 
+def _page_buffer(size: int) -> memoryview:
+    """A fresh writable buffer of ``size`` bytes (> 0) that starts on a page boundary: an anonymous
+    private mapping (``mmap``; private, so a forked worker never writes into its parent's buffer).
+
+    Why aligned: the kernel copies a read out of the page cache (whose pages are page-aligned) into
+    the buffer, and that copy's speed depends on where the buffer starts. A ``bytearray`` of 1 MiB is
+    a block of its own from glibc's ``mmap``, starting 16 bytes past a page boundary; on the 2-core
+    development machine (AMD EPYC) the reads of a 105 MiB file into such a buffer took 41 ms, into
+    the same buffer 32 bytes or more past the boundary, or on it, 8-9 ms (``benchmarks/bench_table.py``
+    ``big256``: the content hash of a cached rerun, docs/benchmarks.md)."""
+    flags = {"flags": mmap.MAP_PRIVATE} if hasattr(mmap, "MAP_PRIVATE") else {}  # Windows: private already
+    return memoryview(mmap.mmap(-1, size, **flags))
+
+
+#: each thread's reused :func:`_page_buffer` for :func:`_update_from` (a thread runs one read at a time)
+_thread_buffers = threading.local()
+
+
+def _thread_buffer(size: int) -> memoryview:
+    """This thread's page-aligned buffer of ``size`` bytes (:func:`_page_buffer`), made once and reused
+    (a fresh mapping for every file costs its page faults again)."""
+    view: memoryview | None = getattr(_thread_buffers, "view", None)
+    if view is None or len(view) != size:
+        view = _thread_buffers.view = _page_buffer(size)
+    return view
+
+
 def _update_from(h: "xxhash.xxh3_128", path: str | Path) -> int:
     """Feed the bytes of ``path`` to ``h``; returns their count. Raises OSError."""
-    buf = bytearray(_CHUNK)
-    view = memoryview(buf)
+    view = _thread_buffer(_CHUNK)
     size = 0
     with open(path, "rb", buffering=0) as f:
-        while n := f.readinto(buf):
+        while n := f.readinto(view):
             h.update(view[:n])
             size += n
     return size
@@ -238,7 +265,7 @@ class _Reader:
     def helper(self, me: int) -> None:
         """Helper thread ``me`` (1, 2, ...): read what :meth:`_next_work` gives until every file is
         opened and every chunk claimed, or the caller stops."""
-        view = memoryview(bytearray(_CHUNK))
+        view = _page_buffer(_CHUNK)
         try:
             while True:
                 with self.cond:
@@ -354,7 +381,7 @@ def iter_file_hashes(paths: Sequence[str | Path]) -> Iterator[tuple[str, int] | 
                for t in range(1, threads)]
     for th in helpers:
         th.start()
-    view = memoryview(bytearray(_CHUNK))
+    view = _page_buffer(_CHUNK)
     try:
         for i in range(len(paths)):
             yield reader.result(i, view)
